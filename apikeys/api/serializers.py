@@ -1,0 +1,51 @@
+"""API key serializers. The secret appears only in the create/rotate response, never in reads."""
+from rest_framework import serializers
+
+from apikeys.models import ApiKey
+from apikeys.scopes import Scope
+from tenants.roles import Role
+
+
+class ApiKeySerializer(serializers.ModelSerializer):
+    state = serializers.SerializerMethodField()
+    user_id = serializers.IntegerField(source="user.pk", read_only=True, default=None)
+    username = serializers.CharField(source="user.username", read_only=True, default=None)
+    rotated_from = serializers.CharField(source="rotated_from.prefix", read_only=True, default=None)
+
+    class Meta:
+        model = ApiKey
+        fields = ["id", "name", "prefix", "role", "scopes", "state", "user_id", "username", "created_at",
+                  "expires_at", "revoked_at", "last_used_at", "rotated_from"]
+        read_only_fields = fields
+
+    def get_state(self, key) -> str:
+        return key.state()
+
+
+class ApiKeyCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=Scope.choices), min_length=1, max_length=3)
+    role = serializers.ChoiceField(choices=Role.choices, required=False,
+                                   help_text="Highest role the key acts with; never above your own. Default: developer.")
+    user_id = serializers.IntegerField(required=False, allow_null=True,
+                                       help_text="Member the key belongs to; omit for a service key.")
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class ApiKeyRotateSerializer(serializers.Serializer):
+    grace_seconds = serializers.IntegerField(required=False, min_value=0, max_value=30 * 24 * 3600,
+                                             help_text="How long the old key keeps working (default 86400).")
+
+
+class MintedKeySerializer(ApiKeySerializer):
+    key = serializers.CharField(help_text="The secret. Shown once; store it now.")
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = ApiKeySerializer.Meta.fields + ["key"]
+        read_only_fields = fields
+
+
+def minted_response(minted) -> dict:
+    data = ApiKeySerializer(minted.api_key).data
+    data["key"] = minted.raw
+    return data

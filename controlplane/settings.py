@@ -1,0 +1,215 @@
+"""Switchyard settings: one module, every value from the environment (see docs/operations.md).
+
+Defaults give the embedded single-machine setup: SQLite and generated secrets in var/, a
+local-memory cache and a filesystem Celery broker, so nothing but Python is needed.
+"""
+from pathlib import Path
+
+import dj_database_url
+
+from controlplane.env import (
+    env_bool, env_choice, env_int, env_list, env_secret, env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("SWITCHYARD_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_secret("SECRET_KEY", generated_in=VAR_DIR / "secrets")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "guardian",
+    "audit",
+    "tenants",
+    "apikeys",
+    "quotas",
+    "models_registry",
+    "console",
+]
+
+MIDDLEWARE = [
+    "controlplane.middleware.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "controlplane.middleware.ContentSecurityPolicyMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+ASGI_APPLICATION = "controlplane.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database: SQLite in var/ unless DATABASE_URL names PostgreSQL. ---
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "switchyard.sqlite3",
+            # IMMEDIATE makes every atomic block take the write lock up front, so the audit
+            # chain's read-last-then-append cannot interleave between processes.
+            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: cache + Celery broker when REDIS_URL is set; otherwise no server needed. ---
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+GUARDIAN_RAISE_403 = False
+ANONYMOUS_USER_NAME = None  # no guardian anonymous user: anonymous callers hold no grants
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:home"
+LOGOUT_REDIRECT_URL = "console:login"
+
+# --- Cookies and headers: secure by default; plain-HTTP local demo opts out. ---
+SECURE_COOKIES = env_bool("SWITCHYARD_SECURE_COOKIES", False)
+SESSION_COOKIE_SECURE = SECURE_COOKIES
+CSRF_COOKIE_SECURE = SECURE_COOKIES
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = env_int("SWITCHYARD_SESSION_SECONDS", 8 * 3600, minimum=300)
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+TRUST_X_FORWARDED_FOR = env_bool("SWITCHYARD_TRUST_X_FORWARDED_FOR", False)
+
+# --- REST API ---
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apikeys.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["controlplane.api.permissions.AdminApiAccess"],
+    "DEFAULT_PAGINATION_CLASS": "controlplane.api.pagination.CappedPageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "controlplane.api.exceptions.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # `?format=csv|jsonl` belongs to the audit export, not to DRF's renderer override.
+    "URL_FORMAT_OVERRIDE": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Switchyard control plane API",
+    "DESCRIPTION": "Tenants, members, API keys, quotas and the audit trail. See docs/api.md.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Switchyard ---
+SWITCHYARD_KEY_PEPPER = env_secret("SWITCHYARD_KEY_PEPPER", generated_in=VAR_DIR / "secrets")
+SWITCHYARD_AUDIT_SIGNING_KEY = env_secret("SWITCHYARD_AUDIT_SIGNING_KEY", generated_in=VAR_DIR / "secrets")
+SWITCHYARD_KEY_ENV = env_choice("SWITCHYARD_KEY_ENV", "live", ("live", "test", "dev"))
+SWITCHYARD_KEY_ROTATION_GRACE_SECONDS = env_int(
+    "SWITCHYARD_KEY_ROTATION_GRACE_SECONDS", 24 * 3600, minimum=0, maximum=30 * 24 * 3600)
+SWITCHYARD_DEFAULT_USER_RPM = env_int("SWITCHYARD_DEFAULT_USER_RPM", 120, minimum=1)
+SWITCHYARD_LOGIN_FAILURES_PER_15_MIN = env_int("SWITCHYARD_LOGIN_FAILURES_PER_15_MIN", 10, minimum=1)
+
+# --- Celery: Redis when configured, else kombu's filesystem transport (no server). ---
+CELERY_TIMEZONE = "UTC"
+CELERY_TASK_TIME_LIMIT = 300
+CELERY_TASK_SOFT_TIME_LIMIT = 240
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_RESULT_BACKEND = None
+else:
+    _broker_dir = VAR_DIR / "celery-broker"
+    for _sub in ("queue", "processed"):
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "data_folder_processed": str(_broker_dir / "processed"),
+    }
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+
+# The whole beat schedule lives here. Every entry expires before its next run is due.
+CELERY_BEAT_SCHEDULE = {
+    "audit-verify-chain": {
+        "task": "audit.verify_chain",
+        "schedule": 3600.0,
+        "options": {"expires": 3000},
+    },
+}
+
+LOG_LEVEL = env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "controlplane.logging.RequestIdFilter"}},
+    "formatters": {"json": {"()": "controlplane.logging.JsonFormatter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["request_id"]},
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+    },
+}

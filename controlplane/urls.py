@@ -1,0 +1,20 @@
+"""Top-level routes. Public without credentials (docs/api.md): /healthz, /api/schema/, /api/docs/,
+/console/login/ and static files. Everything else answers 401/403 (API) or redirects to login (HTML)."""
+from django.contrib import admin
+from django.http import JsonResponse
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+
+
+def healthz(request):
+    return JsonResponse({"status": "ok"})
+
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("api/v1/", include("controlplane.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
+    path("console/", include("console.urls")),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,38 @@
+"""Quota policy serializers: every limit validated with the field named in the error."""
+from rest_framework import serializers
+
+from quotas.models import LIMIT_BOUNDS, MAX_ALLOWED_MODELS, MAX_MONTHLY_BUDGET_USD, MODEL_NAME_PATTERN, QuotaPolicy
+
+
+def _limit(name: str):
+    return serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=LIMIT_BOUNDS[name])
+
+
+class QuotaPolicySerializer(serializers.ModelSerializer):
+    subject = serializers.CharField(read_only=True)
+    api_key_id = serializers.IntegerField(required=False, allow_null=True)
+    api_key_prefix = serializers.CharField(source="api_key.prefix", read_only=True, default=None)
+    user_id = serializers.IntegerField(required=False, allow_null=True)
+    requests_per_minute = _limit("requests_per_minute")
+    tokens_per_minute = _limit("tokens_per_minute")
+    max_concurrent_requests = _limit("max_concurrent_requests")
+    monthly_token_budget = _limit("monthly_token_budget")
+    monthly_budget_usd = serializers.DecimalField(
+        max_digits=14, decimal_places=2, required=False, allow_null=True, min_value=0, max_value=MAX_MONTHLY_BUDGET_USD)
+    allowed_models = serializers.ListField(
+        child=serializers.RegexField(MODEL_NAME_PATTERN, max_length=200), required=False, allow_null=True,
+        max_length=MAX_ALLOWED_MODELS)
+
+    class Meta:
+        model = QuotaPolicy
+        fields = ["id", "subject", "api_key_id", "api_key_prefix", "user_id", "requests_per_minute",
+                  "tokens_per_minute", "max_concurrent_requests", "monthly_token_budget", "monthly_budget_usd",
+                  "allowed_models", "created_at", "updated_at"]
+        read_only_fields = ["id", "subject", "api_key_prefix", "created_at", "updated_at"]
+
+
+class QuotaPolicyUpdateSerializer(QuotaPolicySerializer):
+    """The subject (key / user) of a policy is fixed once created."""
+
+    class Meta(QuotaPolicySerializer.Meta):
+        read_only_fields = QuotaPolicySerializer.Meta.read_only_fields + ["api_key_id", "user_id"]

@@ -1,0 +1,54 @@
+"""Quota policies of one tenant."""
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from apikeys.models import ApiKey
+from audit.actor import Actor
+from controlplane.api.viewsets import TenantChildViewSet
+from quotas import services
+from quotas.api.serializers import QuotaPolicySerializer, QuotaPolicyUpdateSerializer
+from quotas.models import QuotaPolicy
+from tenants.roles import Perm
+
+SUBJECT_FIELDS = ("api_key_id", "user_id")
+
+
+class QuotaPolicyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
+    queryset = QuotaPolicy.objects.select_related("api_key", "user")
+    serializer_class = QuotaPolicySerializer
+    read_perms = (Perm.VIEW_QUOTAS, Perm.MANAGE_QUOTAS)
+    write_perms = (Perm.MANAGE_QUOTAS,)
+    filterset_fields = ["api_key", "user"]
+
+    def create(self, request, tenant_slug=None):
+        serializer = QuotaPolicySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        limits = dict(serializer.validated_data)
+        subject = {"api_key": self._key(limits.pop("api_key_id", None)), "user": self.tenant_member(limits.pop("user_id", None))}
+        if subject["api_key"] is None and subject["user"] is None:
+            raise ValidationError({"api_key_id": "The tenant-wide policy exists already; narrow this one to a key or a user."})
+        policy = services.create_quota_policy(tenant=self.get_tenant(), actor=Actor.from_request(request), **subject, **limits)
+        return Response(QuotaPolicySerializer(policy).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=QuotaPolicyUpdateSerializer, responses=QuotaPolicySerializer)
+    def partial_update(self, request, tenant_slug=None, pk=None):
+        policy = self.get_object()
+        serializer = QuotaPolicyUpdateSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        limits = {k: v for k, v in serializer.validated_data.items() if k not in SUBJECT_FIELDS}
+        policy = services.update_quota_policy(policy, actor=Actor.from_request(request), **limits)
+        return Response(QuotaPolicySerializer(policy).data)
+
+    def destroy(self, request, tenant_slug=None, pk=None):
+        services.delete_quota_policy(self.get_object(), actor=Actor.from_request(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _key(self, key_id):
+        if key_id is None:
+            return None
+        key = ApiKey.objects.filter(tenant=self.get_tenant(), pk=key_id).first()
+        if key is None:
+            raise ValidationError({"api_key_id": "No such key in this tenant."})
+        return key

@@ -1,0 +1,106 @@
+"""`make run`: migrate, seed the demo, start every Switchyard process, print where they are.
+
+Processes (logs in var/log/): the console + REST API (uvicorn), a Celery worker with embedded
+beat. Ctrl-C stops them all.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG_DIR = ROOT / "var" / "log"
+HOST = os.environ.get("SWITCHYARD_HOST", "127.0.0.1")
+CONSOLE_PORT = int(os.environ.get("SWITCHYARD_CONSOLE_PORT", "8000"))
+PY = sys.executable
+
+
+def manage(*args: str, capture: bool = False) -> str:
+    result = subprocess.run([PY, "manage.py", *args], cwd=ROOT, check=True, text=True,
+                            capture_output=capture)
+    return result.stdout if capture else ""
+
+
+def start(name: str, argv: list[str]) -> subprocess.Popen:
+    log = open(LOG_DIR / f"{name}.log", "ab")
+    # A process group per child, so stopping it also stops whatever it forked.
+    return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_http(url: str, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return True
+        except OSError:
+            time.sleep(0.3)
+    return False
+
+
+def stop_all(children: dict) -> None:
+    for proc in children.values():
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for proc in children.values():
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def seed_values() -> dict:
+    """Run seed_demo and read its `SEED name=value` lines."""
+    args = ["seed_demo"] + (["--reset-admin-password"] if os.environ.get("RESET_ADMIN") else [])
+    lines = manage(*args, capture=True).splitlines()
+    return dict(line[5:].split("=", 1) for line in lines if line.startswith("SEED "))
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main() -> int:
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the children too, not just us
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    manage("migrate", "--noinput", "-v", "0")
+    seed = seed_values()
+    children = {
+        "console": start("console", [PY, "-m", "uvicorn", "controlplane.asgi:application", "--host", HOST,
+                                     "--port", str(CONSOLE_PORT), "--no-access-log"]),
+        "worker": start("worker", [PY, "-m", "celery", "-A", "controlplane", "worker", "-B", "-l", "info",
+                                   "--concurrency", "2", "-s", str(ROOT / "var" / "celerybeat-schedule")]),
+    }
+    base = f"http://{HOST}:{CONSOLE_PORT}"
+    try:
+        if not wait_http(f"{base}/healthz"):
+            print(f"console did not start; see {LOG_DIR / 'console.log'}", file=sys.stderr)
+            return 1
+        print_summary(base, seed)
+        while all(proc.poll() is None for proc in children.values()):
+            time.sleep(1)
+        dead = [name for name, proc in children.items() if proc.poll() is not None]
+        print(f"stopped: {', '.join(dead)} exited; see {LOG_DIR}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stop_all(children)
+
+
+def print_summary(base: str, seed: dict) -> None:
+    print("\nSwitchyard is running (Ctrl-C stops everything)\n")
+    print(f"  console      {base}/console/")
+    print(f"  API docs     {base}/api/docs/")
+    print(f"  REST API     {base}/api/v1/")
+    print(f"  admin user   {seed['admin_user']}   password: {seed['admin_password']}")
+    print(f"  demo tenant  {seed['tenant']}   API key (shown once): {seed['api_key']}")
+    print(f"  logs         {LOG_DIR}/\n", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""CLI: ``python -m simulator --port 8001 --served-model-name my-model``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from dataclasses import fields
+from typing import Optional, Sequence
+
+from .config import SCHEDULING_POLICIES, SimulatorConfig
+
+HELP = {
+    "served_model_name": "model id served under /v1/models and required in requests",
+    "host": "interface to bind",
+    "port": "TCP port to listen on",
+    "max_num_seqs": "maximum concurrently running sequences (batch size)",
+    "block_size": "tokens per KV-cache block",
+    "num_gpu_blocks": "number of KV-cache blocks",
+    "max_model_len": "maximum prompt+completion length per request",
+    "max_num_batched_tokens": "token budget per engine step (chunked prefill)",
+    "prefill_ms_per_token": "modeled prefill cost per uncached prompt token (ms)",
+    "decode_ms_per_token": "modeled decode step time for a batch of one (ms)",
+    "batch_alpha": "decode step grows by this fraction per extra running sequence",
+    "scheduling_policy": "waiting-queue order",
+    "eos_probability": "per-token probability of ending early with finish_reason=stop",
+    "seed": "base seed for generated text",
+    "log_level": "uvicorn log level",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Argument parser whose flags mirror SimulatorConfig fields."""
+    parser = argparse.ArgumentParser(prog="python -m simulator",
+                                     description="Simulated vLLM OpenAI-compatible server (not vLLM).")
+    defaults = SimulatorConfig()
+    for f in fields(SimulatorConfig):
+        if f.name == "enable_prefix_caching":
+            continue
+        default = getattr(defaults, f.name)
+        kwargs = {"type": type(default), "default": default, "help": f"{HELP[f.name]} (default: %(default)s)"}
+        if f.name == "scheduling_policy":
+            kwargs["choices"] = SCHEDULING_POLICIES
+        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, **kwargs)
+    parser.add_argument("--enable-prefix-caching", dest="enable_prefix_caching",
+                        action=argparse.BooleanOptionalAction, default=True,
+                        help="automatic prefix caching (default: enabled)")
+    return parser
+
+
+def parse_config(argv: Optional[Sequence[str]] = None) -> SimulatorConfig:
+    """Parse CLI arguments into a SimulatorConfig."""
+    return SimulatorConfig(**vars(build_parser().parse_args(argv)))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Run the simulator under uvicorn (uvloop + httptools when installed)."""
+    import uvicorn
+
+    from .app import build_app
+
+    config = parse_config(argv)
+    has = lambda mod: importlib.util.find_spec(mod) is not None  # noqa: E731
+    uvicorn.run(build_app(config), host=config.host, port=config.port,
+                log_level=config.log_level, access_log=False, lifespan="on",
+                loop="uvloop" if has("uvloop") else "asyncio",
+                http="httptools" if has("httptools") else "h11")
+
+
+if __name__ == "__main__":
+    main()

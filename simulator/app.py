@@ -1,0 +1,220 @@
+"""Plain ASGI application exposing the vLLM OpenAI-compatible HTTP surface."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import time
+from typing import Awaitable, Callable, Optional
+
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from . import protocol
+from .config import SimulatorConfig
+from .engine import Engine
+from .metrics import SimulatorMetrics
+from .request import Request
+
+Receive = Callable[[], Awaitable[dict]]
+Send = Callable[[dict], Awaitable[None]]
+
+JSON = b"application/json"
+SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
+               (b"cache-control", b"no-cache")]
+
+
+async def read_body(receive: Receive) -> bytes:
+    """Collect the full HTTP request body."""
+    msg = await receive()
+    body = msg.get("body", b"")
+    if not msg.get("more_body"):
+        return body
+    parts = [body]
+    while msg.get("more_body"):
+        msg = await receive()
+        parts.append(msg.get("body", b""))
+    return b"".join(parts)
+
+
+async def send_bytes(send: Send, status: int, body: bytes, content_type: bytes = JSON) -> None:
+    """Send a complete, non-streaming response."""
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", content_type),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class SimulatorApp:
+    """The ASGI callable; one engine, one metrics registry per instance."""
+
+    def __init__(self, config: SimulatorConfig) -> None:
+        self.config = config
+        self.metrics = SimulatorMetrics(config.served_model_name)
+        self.engine = Engine(config, self.metrics)
+        self.metrics.attach_engine(self.engine)
+        self._seeds = itertools.count(config.seed << 32)
+        self.routes = {
+            "/health": ("GET", self._health),
+            "/v1/models": ("GET", self._models),
+            "/version": ("GET", self._version),
+            "/metrics": ("GET", self._metrics),
+            "/v1/completions": ("POST", self._completions),
+            "/v1/chat/completions": ("POST", self._chat),
+        }
+
+    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
+        """ASGI entry point."""
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """Start the engine loop at startup, cancel it at shutdown."""
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                self.engine.start()
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                await self.engine.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: dict, receive: Receive, send: Send) -> None:
+        """Route by path, answering 404/405 with FastAPI's shapes like vLLM."""
+        route = self.routes.get(scope["path"])
+        if route is None:
+            return await send_bytes(send, 404, b'{"detail":"Not Found"}')
+        if scope["method"] != route[0]:
+            return await send_bytes(send, 405, b'{"detail":"Method Not Allowed"}')
+        await route[1](receive, send)
+
+    # -------------------------------------------------------- simple routes
+    async def _health(self, receive: Receive, send: Send) -> None:
+        """Liveness: 200 with an empty body."""
+        await send_bytes(send, 200, b"", b"text/plain")
+
+    async def _version(self, receive: Receive, send: Send) -> None:
+        """Version endpoint (makes clear this is the simulator)."""
+        await send_bytes(send, 200, b'{"version":"simulator"}')
+
+    async def _models(self, receive: Receive, send: Send) -> None:
+        """The single served model, in vLLM's ModelCard shape."""
+        name, now = self.config.served_model_name, int(time.time())
+        card = {"id": name, "object": "model", "created": now, "owned_by": "vllm", "root": name,
+                "parent": None, "max_model_len": self.config.max_model_len,
+                "permission": [{"id": f"modelperm-{secrets.token_hex(16)}", "object": "model_permission",
+                                "created": now, "allow_create_engine": False, "allow_sampling": True,
+                                "allow_logprobs": True, "allow_search_indices": False,
+                                "allow_view": True, "allow_fine_tuning": False,
+                                "organization": "*", "group": None, "is_blocking": False}]}
+        await send_bytes(send, 200, protocol.dumps({"object": "list", "data": [card]}))
+
+    async def _metrics(self, receive: Receive, send: Send) -> None:
+        """Prometheus exposition of this instance's registry."""
+        await send_bytes(send, 200, self.metrics.render(), CONTENT_TYPE_LATEST.encode())
+
+    async def _completions(self, receive: Receive, send: Send) -> None:
+        """POST /v1/completions."""
+        await self._generate(receive, send, chat=False)
+
+    async def _chat(self, receive: Receive, send: Send) -> None:
+        """POST /v1/chat/completions."""
+        await self._generate(receive, send, chat=True)
+
+    # ----------------------------------------------------------- generation
+    def _make_request(self, params: protocol.GenerationParams, rid: str) -> Request:
+        """Turn validated params into an engine Request."""
+        seed = params.seed if params.seed is not None else next(self._seeds)
+        eos = 0.0 if params.ignore_eos else self.config.eos_probability
+        return Request(rid, params.prompt_tokens, params.max_tokens, priority=params.priority,
+                       cache_salt=params.cache_salt, seed=seed, eos_probability=eos,
+                       stream=params.stream)
+
+    async def _generate(self, receive: Receive, send: Send, chat: bool) -> None:
+        """Validate, enqueue, then answer (streaming or not); abort on disconnect."""
+        try:
+            body = protocol.parse_json(await read_body(receive))
+            params = protocol.parse_request(body, chat, self.config, self.engine.max_request_tokens())
+        except protocol.ProtocolError as exc:
+            return await send_bytes(send, exc.status, protocol.error_body(exc.message, exc.status))
+        rid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(16)
+        req = self._make_request(params, rid)
+        self.engine.add_request(req)
+        watcher = asyncio.ensure_future(self._watch_disconnect(receive, req))
+        try:
+            if params.stream:
+                await self._stream(send, req, params)
+            else:
+                await self._respond(send, req, params)
+        except OSError:
+            pass  # client went away while we were writing
+        finally:
+            watcher.cancel()
+            self.engine.abort(req)  # no-op unless we are bailing out early
+
+    async def _watch_disconnect(self, receive: Receive, req: Request) -> None:
+        """Abort the request as soon as the client disconnects."""
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                self.engine.abort(req)
+                return
+
+    def _usage(self, req: Request) -> dict:
+        """Usage object for a finished (or finishing) request."""
+        return protocol.usage(req.num_prompt_tokens, req.num_output_tokens, req.num_cached_tokens or 0)
+
+    async def _respond(self, send: Send, req: Request, params: protocol.GenerationParams) -> None:
+        """Non-streaming: wait for completion, send one JSON body."""
+        reason = await req.done
+        if reason == "abort":
+            return
+        build = protocol.chat_response if params.chat else protocol.completion_response
+        body = build(req.request_id, int(time.time()), self.config.served_model_name,
+                     req.text(), reason, self._usage(req))
+        await send_bytes(send, 200, body)
+
+    async def _stream(self, send: Send, req: Request, params: protocol.GenerationParams) -> None:
+        """Streaming: one SSE chunk per token, as the engine produces them."""
+        enc = protocol.StreamEncoder(params.chat, req.request_id, int(time.time()),
+                                     self.config.served_model_name)
+        queue, started = req.queue, False
+        while True:
+            items = [await queue.get()]
+            while not queue.empty():  # coalesce tokens that piled up into one write
+                items.append(queue.get_nowait())
+            done = items[-1] is None
+            if done and req.finish_reason == "abort":
+                return
+            chunks = self._chunks(enc, items, req, params, first=not started)
+            if not started:
+                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+                started = True
+            await send({"type": "http.response.body", "body": "".join(chunks).encode(),
+                        "more_body": not done})
+            if done:
+                return
+
+    def _chunks(self, enc: protocol.StreamEncoder, items: list, req: Request,
+                params: protocol.GenerationParams, first: bool) -> list[str]:
+        """SSE chunks for a batch of queue items (tokens, maybe the end marker)."""
+        tokens = [t for t in items if t is not None]
+        finish = req.finish_reason if items[-1] is None else None
+        chunks = [enc.role_chunk()] if first and params.chat else []
+        for i, tok in enumerate(tokens):
+            chunks.append(enc.token_chunk(tok, finish if i == len(tokens) - 1 else None))
+        if finish is not None:
+            if not tokens:
+                chunks.append(enc.token_chunk("", finish))
+            if params.include_usage:
+                chunks.append(enc.usage_chunk(self._usage(req)))
+            chunks.append(enc.done())
+        return chunks
+
+
+def build_app(config: Optional[SimulatorConfig] = None) -> SimulatorApp:
+    """Create the ASGI app for a config (defaults if omitted)."""
+    return SimulatorApp(config or SimulatorConfig())

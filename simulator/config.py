@@ -1,0 +1,47 @@
+"""Configuration for the simulated vLLM engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEDULING_POLICIES = ("fcfs", "priority")
+
+
+@dataclass
+class SimulatorConfig:
+    """All knobs of the simulator; CLI flags map 1:1 onto these fields."""
+
+    served_model_name: str = "sim-model"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_num_seqs: int = 8
+    block_size: int = 16
+    num_gpu_blocks: int = 2048
+    max_model_len: int = 4096
+    max_num_batched_tokens: int = 2048
+    prefill_ms_per_token: float = 0.2
+    decode_ms_per_token: float = 10.0
+    batch_alpha: float = 0.02
+    scheduling_policy: str = "fcfs"
+    enable_prefix_caching: bool = True
+    eos_probability: float = 0.0
+    seed: int = 0
+    log_level: str = "warning"
+
+    def __post_init__(self) -> None:
+        """Reject configurations the engine could not run with."""
+        if self.scheduling_policy not in SCHEDULING_POLICIES:
+            raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES}")
+        for name in ("max_num_seqs", "block_size", "num_gpu_blocks", "max_model_len",
+                     "max_num_batched_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.prefill_ms_per_token < 0 or self.decode_ms_per_token < 0 or self.batch_alpha < 0:
+            raise ValueError("timing parameters must be >= 0")
+        if not 0.0 <= self.eos_probability <= 1.0:
+            raise ValueError("eos_probability must be within [0, 1]")
+
+    @property
+    def zero_latency(self) -> bool:
+        """True when modeled compute time is zero, so the engine never sleeps."""
+        return self.prefill_ms_per_token == 0 and self.decode_ms_per_token == 0

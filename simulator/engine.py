@@ -1,0 +1,264 @@
+"""Continuous-batching scheduler running as one asyncio task.
+
+Each engine step (a simplified vLLM v1 scheduler iteration):
+
+1. Running requests are scheduled first; each needs ``num_tokens -
+   num_computed_tokens`` new tokens (1 while decoding, more while a chunked
+   prefill is in progress), bounded by the ``max_num_batched_tokens`` budget.
+   If the KV cache has no block for one, the lowest-ranked running request is
+   preempted (blocks freed, recomputed later), exactly like vLLM.
+2. Waiting requests are admitted in queue order while ``len(running) <
+   max_num_seqs``, budget remains and blocks fit; a head that does not fit
+   blocks the queue (no skipping).  Prefix-cache hits skip their prefill.
+3. Modeled compute time is slept with ``asyncio.sleep``:
+   ``prefill_ms * prefill_tokens + decode_ms * (1 + alpha * (decodes - 1))``.
+4. Every request whose computed tokens caught up samples one token, which is
+   pushed to its stream queue right away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Optional
+
+from .config import SimulatorConfig
+from .kv_cache import KVCacheManager, extend_block_hashes
+from .metrics import EngineStats, SimulatorMetrics
+from .request import Request, make_waiting_queue
+
+Scheduled = dict  # Request -> number of tokens computed for it this step
+
+
+class Engine:
+    """Owns the KV cache, waiting/running sets and the engine-loop task."""
+
+    def __init__(self, config: SimulatorConfig, metrics: Optional[SimulatorMetrics] = None) -> None:
+        self.config = config
+        self.kv = KVCacheManager(config.num_gpu_blocks, config.block_size, config.enable_prefix_caching)
+        self.waiting = make_waiting_queue(config.scheduling_policy)
+        self.running: list[Request] = []
+        self.stats = EngineStats()
+        self.metrics = metrics
+        self.num_steps = 0
+        self._wakeup = asyncio.Event()
+        self._task: Optional[asyncio.Task] = None
+        self._clock = time.monotonic
+
+    # ------------------------------------------------------------------ API
+    def start(self) -> None:
+        """Start the engine loop on the running event loop (idempotent)."""
+        if self._task is None or self._task.done():
+            self._wakeup = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self.run())
+
+    async def stop(self) -> None:
+        """Cancel the engine loop and wait for it to exit."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    def max_request_tokens(self) -> int:
+        """Largest prompt+output length one request may ever need."""
+        return min(self.config.max_model_len, self.config.num_gpu_blocks * self.config.block_size)
+
+    def add_request(self, req: Request) -> None:
+        """Queue a validated request and wake the engine loop."""
+        req.done = asyncio.get_running_loop().create_future()
+        self.enqueue(req)
+        self.start()
+        self._wakeup.set()
+
+    def enqueue(self, req: Request) -> None:
+        """Put a request in the waiting queue without touching the loop (tests step manually)."""
+        req.arrival_time = self._clock()
+        extend_block_hashes(req.block_hashes, req.all_tokens, self.config.block_size, req.cache_salt)
+        self.waiting.add(req)
+
+    def step(self) -> Scheduled:
+        """Run one engine step synchronously, ignoring modeled time (for tests/tools)."""
+        scheduled = self.schedule()
+        self.update(scheduled)
+        return scheduled
+
+    def abort(self, req: Request) -> None:
+        """Abort a request (client went away): free its blocks, count it."""
+        if req.finished:
+            return
+        if not self.waiting.remove(req) and req in self.running:
+            self.running.remove(req)
+        self._finish(req, "abort")
+
+    # ----------------------------------------------------------- main loop
+    async def run(self) -> None:
+        """Engine loop: schedule, sleep the modeled step time, emit tokens."""
+        while True:
+            if not self.running and not len(self.waiting):
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            scheduled = self.schedule()
+            if not scheduled:
+                # Nothing fits (cannot happen for validated requests, but
+                # never spin): wait for an arrival or an abort.
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            delay = self.step_duration(scheduled)
+            # Zero-latency mode still yields once per step so HTTP keeps flowing.
+            await asyncio.sleep(delay)
+            self.update(scheduled)
+
+    def step_duration(self, scheduled: Scheduled) -> float:
+        """Modeled wall time of one step, in seconds."""
+        cfg = self.config
+        if cfg.zero_latency:
+            return 0.0
+        prefill_tokens, decodes = 0, 0
+        for req, n in scheduled.items():
+            if n == 1 and req.num_computed_tokens >= req.num_prompt_tokens:
+                decodes += 1
+            else:
+                prefill_tokens += n
+        ms = cfg.prefill_ms_per_token * prefill_tokens
+        if decodes:
+            ms += cfg.decode_ms_per_token * (1.0 + cfg.batch_alpha * (decodes - 1))
+        return ms / 1000.0
+
+    # ----------------------------------------------------------- schedule
+    def schedule(self) -> Scheduled:
+        """Pick this step's requests and token counts, allocating KV slots."""
+        scheduled: Scheduled = {}
+        budget, preempted = self._schedule_running(scheduled)
+        if not preempted:
+            # vLLM does not admit new work in a step that had to preempt.
+            self._schedule_waiting(scheduled, budget)
+        self.num_steps += 1
+        return scheduled
+
+    def _schedule_running(self, scheduled: Scheduled) -> tuple[int, bool]:
+        """Schedule running requests, preempting on KV exhaustion; returns (budget, preempted)."""
+        budget, evicted = self.config.max_num_batched_tokens, set()
+        for req in list(self.running):
+            if budget <= 0:
+                break
+            if req in evicted:
+                continue  # preempted earlier in this loop
+            n = min(len(req.all_tokens) - req.num_computed_tokens, budget)
+            while not self.kv.allocate_slots(req, req.num_computed_tokens + n):
+                victim = self._pick_victim()
+                budget += self._preempt(victim, scheduled)
+                evicted.add(victim)
+                if victim is req:
+                    break
+            else:
+                scheduled[req] = n
+                budget -= n
+        return budget, bool(evicted)
+
+    def _pick_victim(self) -> Request:
+        """Running request to preempt: newest (FCFS) or worst priority."""
+        if self.config.scheduling_policy == "priority":
+            return max(self.running, key=lambda r: r.sort_key)
+        return self.running[-1]
+
+    def _preempt(self, req: Request, scheduled: Scheduled) -> int:
+        """Evict a running request back to the waiting queue; returns tokens un-scheduled."""
+        self.running.remove(req)
+        self.kv.free(req)
+        req.num_computed_tokens = 0
+        req.num_preemptions += 1
+        self.stats.num_preemptions += 1
+        self.waiting.prepend(req)
+        return scheduled.pop(req, 0)
+
+    def _schedule_waiting(self, scheduled: Scheduled, budget: int) -> None:
+        """Admit waiting requests in queue order while they fit."""
+        max_seqs = self.config.max_num_seqs
+        while budget > 0 and len(self.waiting) and len(self.running) < max_seqs:
+            req = self.waiting.peek()
+            hits, num_hit = self.kv.get_computed_blocks(req)
+            n = min(len(req.all_tokens) - num_hit, budget)
+            if not self.kv.allocate_slots(req, num_hit + n, hits):
+                return  # head-of-line blocking, as in vLLM
+            self.waiting.pop()
+            self.running.append(req)
+            req.num_computed_tokens = num_hit
+            scheduled[req] = n
+            budget -= n
+            self._on_admitted(req, num_hit)
+
+    def _on_admitted(self, req: Request, num_hit: int) -> None:
+        """Record prefix-cache and queue-time stats on first admission."""
+        if req.scheduled_time is not None:
+            return  # re-admission after preemption
+        req.scheduled_time = self._clock()
+        req.num_cached_tokens = num_hit
+        self.stats.prefix_cache_queries += req.num_prompt_tokens
+        self.stats.prefix_cache_hits += num_hit
+        if self.metrics is not None:
+            self.metrics.queue.observe(req.scheduled_time - req.arrival_time)
+
+    # ------------------------------------------------------------- update
+    def update(self, scheduled: Scheduled) -> None:
+        """Apply a finished step: advance computed tokens, sample, finish."""
+        for req, n in scheduled.items():
+            if req.finished:
+                continue  # aborted while the step was "running"
+            req.num_computed_tokens += n
+            self.kv.cache_full_blocks(req)
+            if req.num_computed_tokens >= len(req.all_tokens):
+                self._sample(req)
+
+    def _sample(self, req: Request) -> None:
+        """Generate one token for ``req`` and finish it if a stop condition hit."""
+        eos = req.eos_probability > 0 and req.sampler.next_unit() < req.eos_probability
+        token = "" if eos else req.sampler.next_token()
+        req.all_tokens.append(token)
+        req.output_text.append(token)
+        req.num_output_tokens += 1
+        self.stats.generation_tokens += 1
+        if len(req.all_tokens) >= (len(req.block_hashes) + 1) * self.config.block_size:
+            extend_block_hashes(req.block_hashes, req.all_tokens, self.config.block_size, req.cache_salt)
+        if req.first_token_time is None:
+            req.first_token_time = self._clock()
+            # Like vLLM, prompt tokens are counted in full (cache hits included).
+            self.stats.prompt_tokens += req.num_prompt_tokens
+        if req.queue is not None:
+            req.queue.put_nowait(token)
+        if eos:
+            self._finish_running(req, "stop")
+        elif req.num_output_tokens >= req.max_tokens or len(req.all_tokens) >= self.config.max_model_len:
+            self._finish_running(req, "length")
+
+    def _finish_running(self, req: Request, reason: str) -> None:
+        """Finish a running request."""
+        self.running.remove(req)
+        self._finish(req, reason)
+
+    def _finish(self, req: Request, reason: str) -> None:
+        """Common finish path: free KV, record metrics, wake the consumer."""
+        self.kv.free(req)
+        req.finish_reason = reason
+        req.finished_time = now = self._clock()
+        self.stats.finished[reason] += 1
+        if self.metrics is not None and reason != "abort":
+            self._observe_latencies(req, now)
+        if req.queue is not None:
+            req.queue.put_nowait(None)
+        if req.done is not None and not req.done.done():
+            req.done.set_result(reason)
+
+    def _observe_latencies(self, req: Request, now: float) -> None:
+        """Feed the latency histograms for a completed request."""
+        m = self.metrics
+        m.e2e.observe(now - req.arrival_time)
+        if req.first_token_time is not None:
+            m.ttft.observe(req.first_token_time - req.arrival_time)
+            m.decode.observe(now - req.first_token_time)
+            if req.scheduled_time is not None:
+                m.prefill.observe(req.first_token_time - req.scheduled_time)

@@ -1,0 +1,222 @@
+"""Request validation and vLLM/OpenAI response shapes (JSON in, bytes out)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .config import SimulatorConfig
+from .tokenizer import render_chat, tokenize
+
+DEFAULT_MAX_TOKENS = 16
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+# HTTP status -> vLLM's ``error.type`` string.
+ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 405: "MethodNotAllowed",
+               500: "InternalServerError"}
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON encoding to UTF-8 bytes."""
+    return _dumps(obj).encode()
+
+
+class ProtocolError(Exception):
+    """A client error that maps to a vLLM-style error response."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+def error_body(message: str, status: int) -> bytes:
+    """vLLM's current ErrorResponse shape: ``{"error": {message,type,param,code}}``."""
+    err_type = ERROR_TYPES.get(status, "BadRequestError")
+    return dumps({"error": {"message": message, "type": err_type, "param": None, "code": status}})
+
+
+@dataclass(slots=True)
+class GenerationParams:
+    """Validated generation request, independent of the endpoint it came from."""
+
+    chat: bool
+    prompt_tokens: list
+    max_tokens: int
+    stream: bool
+    include_usage: bool
+    priority: int
+    cache_salt: Optional[str]
+    seed: Optional[int]
+    ignore_eos: bool
+
+
+def parse_json(raw: bytes) -> dict:
+    """Decode a request body that must be a JSON object."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"Invalid JSON body: {exc}") from None
+    if not isinstance(body, dict):
+        raise ProtocolError("Request body must be a JSON object")
+    return body
+
+
+def _opt_int(body: dict, name: str, default: Optional[int], minimum: Optional[int] = None) -> Optional[int]:
+    """Read an optional integer field (bools are not integers here)."""
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProtocolError(f"'{name}' must be an integer")
+    if minimum is not None and value < minimum:
+        raise ProtocolError(f"'{name}' must be at least {minimum}, got {value}")
+    return value
+
+
+def _completion_tokens(body: dict) -> list:
+    """Tokenize a completions ``prompt`` (text, token ids, or a 1-element batch)."""
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]  # single-element batch
+    if isinstance(prompt, str):
+        tokens = tokenize(prompt)
+    elif isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        tokens = list(prompt)
+    elif prompt is None:
+        raise ProtocolError("Either 'prompt' or 'prompt_embeds' must be provided")
+    else:
+        raise ProtocolError("'prompt' must be a string, a list of token ids, or a one-element batch")
+    if not tokens:
+        raise ProtocolError("Prompt cannot be empty")
+    return tokens
+
+
+def _chat_tokens(body: dict) -> list:
+    """Render and tokenize chat ``messages``."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ProtocolError("'messages' must be a non-empty list")
+    if not all(isinstance(m, dict) for m in messages):
+        raise ProtocolError("Every message must be an object")
+    try:
+        return tokenize(render_chat(messages))
+    except TypeError as exc:
+        raise ProtocolError(str(exc)) from None
+
+
+def _check_model(body: dict, config: SimulatorConfig) -> None:
+    """404 unless ``model`` is absent or equals the served name (like vLLM)."""
+    model = body.get("model")
+    if model is not None and model != config.served_model_name:
+        raise ProtocolError(f"The model `{model}` does not exist.", 404)
+
+
+def _check_scheduling(body: dict, config: SimulatorConfig) -> tuple[int, Optional[str]]:
+    """Validate ``priority`` and ``cache_salt`` the way vLLM does."""
+    priority = _opt_int(body, "priority", 0)
+    if priority != 0 and config.scheduling_policy != "priority":
+        raise ProtocolError(f"Got priority {priority} but Priority scheduling is not enabled.")
+    salt = body.get("cache_salt")
+    if salt is not None and (not isinstance(salt, str) or not salt):
+        raise ProtocolError("Parameter 'cache_salt' must be a non-empty string if provided.")
+    return priority, salt
+
+
+def _stream_flags(body: dict) -> tuple[bool, bool]:
+    """Return (stream, include_usage)."""
+    stream = bool(body.get("stream", False))
+    options = body.get("stream_options")
+    if options is None:
+        return stream, False
+    if not stream:
+        raise ProtocolError("Stream options can only be defined when `stream=True`.")
+    if not isinstance(options, dict):
+        raise ProtocolError("'stream_options' must be an object")
+    return stream, bool(options.get("include_usage", False))
+
+
+def parse_request(body: dict, chat: bool, config: SimulatorConfig, max_len: int) -> GenerationParams:
+    """Validate a (chat) completions request body into GenerationParams."""
+    _check_model(body, config)
+    tokens = _chat_tokens(body) if chat else _completion_tokens(body)
+    max_tokens = _opt_int(body, "max_tokens", None, 1)
+    if chat and max_tokens is None:
+        max_tokens = _opt_int(body, "max_completion_tokens", None, 1)
+    max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
+    if _opt_int(body, "n", 1, 1) != 1:
+        raise ProtocolError("The simulator only supports n=1")
+    if len(tokens) + max_tokens > max_len:
+        raise ProtocolError(
+            f"This model's maximum context length is {max_len} tokens. However, you requested "
+            f"{len(tokens) + max_tokens} tokens ({len(tokens)} in the messages, {max_tokens} in "
+            "the completion). Please reduce the length of the messages or completion.")
+    priority, salt = _check_scheduling(body, config)
+    stream, include_usage = _stream_flags(body)
+    return GenerationParams(chat, tokens, max_tokens, stream, include_usage, priority, salt,
+                            _opt_int(body, "seed", None), bool(body.get("ignore_eos", False)))
+
+
+# ---------------------------------------------------------------- responses
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict:
+    """OpenAI usage object with vLLM's prompt_tokens_details."""
+    return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens": completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens}}
+
+
+def completion_response(rid: str, created: int, model: str, text: str, finish: str, use: dict) -> bytes:
+    """Non-streaming /v1/completions body."""
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+              "stop_reason": None, "prompt_logprobs": None}
+    return dumps({"id": rid, "object": "text_completion", "created": created, "model": model,
+                  "choices": [choice], "service_tier": None, "system_fingerprint": None,
+                  "usage": use, "kv_transfer_params": None})
+
+
+def chat_response(rid: str, created: int, model: str, text: str, finish: str, use: dict) -> bytes:
+    """Non-streaming /v1/chat/completions body."""
+    message = {"role": "assistant", "content": text, "refusal": None, "annotations": None,
+               "audio": None, "function_call": None, "tool_calls": [], "reasoning_content": None}
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
+              "stop_reason": None}
+    return dumps({"id": rid, "object": "chat.completion", "created": created, "model": model,
+                  "choices": [choice], "service_tier": None, "system_fingerprint": None,
+                  "usage": use, "prompt_logprobs": None, "kv_transfer_params": None})
+
+
+class StreamEncoder:
+    """Builds SSE chunks from pre-rendered JSON fragments (hot path: one dumps per token)."""
+
+    __slots__ = ("chat", "head", "obj")
+
+    def __init__(self, chat: bool, rid: str, created: int, model: str) -> None:
+        self.chat = chat
+        self.obj = "chat.completion.chunk" if chat else "text_completion"
+        self.head = ('data: {"id":%s,"object":"%s","created":%d,"model":%s,"choices":'
+                     % (json.dumps(rid), self.obj, created, json.dumps(model)))
+
+    def role_chunk(self) -> str:
+        """First chat chunk announcing the assistant role (vLLM sends it too)."""
+        return (self.head + '[{"index":0,"delta":{"role":"assistant","content":""},'
+                '"logprobs":null,"finish_reason":null}]}\n\n')
+
+    def token_chunk(self, text: str, finish: Optional[str] = None) -> str:
+        """One chunk carrying ``text``; ``finish`` set on the last one."""
+        fin = "null" if finish is None else '"%s"' % finish
+        if self.chat:
+            return (self.head + '[{"index":0,"delta":{"content":%s},"logprobs":null,'
+                    '"finish_reason":%s,"stop_reason":null}]}\n\n' % (json.dumps(text), fin))
+        return (self.head + '[{"index":0,"text":%s,"logprobs":null,"finish_reason":%s,'
+                '"stop_reason":null}]}\n\n' % (json.dumps(text), fin))
+
+    def usage_chunk(self, use: dict) -> str:
+        """Final ``choices: []`` chunk carrying usage (stream_options.include_usage)."""
+        return self.head + '[],"usage":' + _dumps(use) + "}\n\n"
+
+    @staticmethod
+    def done() -> str:
+        """SSE terminator."""
+        return "data: [DONE]\n\n"

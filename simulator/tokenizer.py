@@ -1,0 +1,66 @@
+"""Cheap deterministic tokenizer and chat-template renderer.
+
+Real BPE tokenizers average roughly 4 characters per token on English text, so
+the simulator cuts text into fixed 4-character chunks.  Every chunk *is* the
+token (a short string), which keeps block hashing exact: two prompts sharing a
+textual prefix share exactly ``len(prefix) // 4`` leading tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CHARS_PER_TOKEN = 4
+
+# Output vocabulary: every token is exactly CHARS_PER_TOKEN characters, so
+# generated text fed back as a prompt re-tokenizes to the very same tokens.
+_CONSONANTS = "bdfglmnprstv"
+_VOWELS = "aeiou"
+VOCAB: tuple[str, ...] = tuple(
+    " " + c1 + v + c2 for c1 in _CONSONANTS for v in _VOWELS for c2 in "mnrst"
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Split text into 4-character tokens (the last one may be shorter)."""
+    return [text[i:i + CHARS_PER_TOKEN] for i in range(0, len(text), CHARS_PER_TOKEN)]
+
+
+def message_text(content: Any) -> str:
+    """Flatten OpenAI message content (string or list of parts) into text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        # Only text parts carry tokens here; images/audio are out of scope.
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    raise TypeError("message content must be a string or a list of parts")
+
+
+def render_chat(messages: list[dict]) -> str:
+    """Render chat messages with a ChatML-like template plus generation prompt."""
+    parts = [f"<|{m.get('role', 'user')}|>\n{message_text(m.get('content'))}\n" for m in messages]
+    parts.append("<|assistant|>\n")
+    return "".join(parts)
+
+
+class TokenSampler:
+    """Seeded 64-bit LCG picking pseudo-words; deterministic per seed."""
+
+    __slots__ = ("state",)
+    _MUL = 6364136223846793005
+    _INC = 1442695040888963407
+    _MASK = (1 << 64) - 1
+
+    def __init__(self, seed: int) -> None:
+        self.state = (seed * 0x9E3779B97F4A7C15 + 1) & self._MASK
+
+    def next_unit(self) -> float:
+        """Advance the generator and return a float in [0, 1)."""
+        self.state = (self.state * self._MUL + self._INC) & self._MASK
+        return (self.state >> 11) / float(1 << 53)
+
+    def next_token(self) -> str:
+        """Return the next pseudo-word token."""
+        return VOCAB[int(self.next_unit() * len(VOCAB))]

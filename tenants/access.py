@@ -1,0 +1,114 @@
+"""Who may see and do what in which tenant — the one place tenant scoping is decided.
+
+Lists are scoped by plain tenant foreign keys (`visible_tenants`), never by guardian's
+`get_objects_for_user`, and no code here consults a user's global (model-level) permissions:
+a global grant given by mistake widens nothing.
+"""
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+from guardian.shortcuts import get_perms
+
+from tenants.models import Membership, Tenant
+from tenants.roles import ROLE_PERMISSIONS, ROLE_RANK, Perm, Role
+
+ALL_PERMS = frozenset(Perm.values)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller: a user, optionally acting through an API key."""
+
+    user: object
+    api_key: object | None = None
+
+    @classmethod
+    def from_request(cls, request) -> "Principal":
+        from apikeys.models import ApiKey
+
+        auth = getattr(request, "auth", None)
+        return cls(user=request.user, api_key=auth if isinstance(auth, ApiKey) else None)
+
+    @property
+    def bound_tenant_id(self):
+        """A tenant-bound key confines its caller to that one tenant."""
+        return self.api_key.tenant_id if self.api_key is not None else None
+
+    @property
+    def is_platform_admin(self) -> bool:
+        """Django staff, through the console or a platform (tenant-less) key."""
+        if not (self.user.is_authenticated and (self.user.is_staff or self.user.is_superuser)):
+            return False
+        return self.api_key is None or self.api_key.tenant_id is None
+
+
+def visible_tenants(principal: Principal) -> QuerySet:
+    """Every tenant the principal may see at all."""
+    if principal.api_key is not None:
+        return _tenants_for_key(principal)
+    if principal.is_platform_admin:
+        return Tenant.objects.all()
+    if not principal.user.is_authenticated:
+        return Tenant.objects.none()
+    return Tenant.objects.filter(memberships__user=principal.user)
+
+
+def _tenants_for_key(principal: Principal) -> QuerySet:
+    key = principal.api_key
+    if key.tenant_id is None:
+        return Tenant.objects.all() if principal.is_platform_admin else Tenant.objects.none()
+    return Tenant.objects.filter(pk=key.tenant_id)
+
+
+def member_role(user, tenant) -> str | None:
+    """The user's role in the tenant, or None when not a member."""
+    if not user.is_authenticated:
+        return None
+    return Membership.objects.filter(user=user, tenant=tenant).values_list("role", flat=True).first()
+
+
+def effective_role(principal: Principal, tenant) -> str | None:
+    """The role the principal acts with in `tenant`; a key never exceeds its owner's current role."""
+    if principal.is_platform_admin:
+        return Role.OWNER
+    if principal.api_key is None:
+        return member_role(principal.user, tenant)
+    return _key_role(principal, tenant)
+
+
+def _key_role(principal: Principal, tenant) -> str | None:
+    key = principal.api_key
+    if key.tenant_id != tenant.pk:
+        return None
+    if key.user_id is None:
+        return key.role
+    owner_role = Role.OWNER if (key.user.is_staff or key.user.is_superuser) else member_role(key.user, tenant)
+    if owner_role is None:
+        return None
+    return min(key.role, owner_role, key=lambda role: ROLE_RANK[Role(role)])
+
+
+def tenant_permissions(principal: Principal, tenant) -> frozenset[str]:
+    """What the principal may do in `tenant`: role table ∪ guardian object grants, ∩ key scopes."""
+    if principal.is_platform_admin:
+        return ALL_PERMS
+    role = effective_role(principal, tenant)
+    if role is None:
+        return frozenset()
+    perms = ROLE_PERMISSIONS[Role(role)] | _object_grants(principal.user, tenant)
+    if principal.api_key is not None:
+        from apikeys.scopes import permissions_for_scopes
+
+        perms &= permissions_for_scopes(principal.api_key.scopes)
+    return perms
+
+
+def _object_grants(user, tenant) -> frozenset[str]:
+    """Guardian grants on this very tenant object (never global ones)."""
+    if not user.is_authenticated or user.pk is None:
+        return frozenset()
+    return frozenset(get_perms(user, tenant)) & ALL_PERMS
+
+
+def has_perm(principal: Principal, tenant, perm: str) -> bool:
+    return perm in tenant_permissions(principal, tenant)

@@ -1,0 +1,63 @@
+"""Tenant and member serializers. Writable fields are listed explicitly: nothing else can be set."""
+from django.contrib.auth import get_user_model
+from rest_framework import serializers
+
+from tenants.models import Isolation, Membership, Tenant, slug_validator
+from tenants.roles import Role
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Tenant
+        fields = ["slug", "name", "status", "region", "isolation", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class TenantCreateSerializer(serializers.Serializer):
+    """Platform admins only."""
+
+    slug = serializers.CharField(max_length=63, validators=[slug_validator])
+    name = serializers.CharField(max_length=200)
+    region = serializers.CharField(max_length=64, required=False, default="local")
+    isolation = serializers.ChoiceField(choices=Isolation.choices, required=False, default=Isolation.SHARED)
+
+    def validate_slug(self, value):
+        if Tenant.objects.filter(slug=value).exists():
+            raise serializers.ValidationError("A tenant with this slug already exists.")
+        return value
+
+
+class TenantUpdateSerializer(serializers.Serializer):
+    """Tenant admins may rename their tenant; region and isolation are the platform's call."""
+
+    name = serializers.CharField(max_length=200, required=False)
+
+
+class PlatformTenantUpdateSerializer(TenantUpdateSerializer):
+    region = serializers.CharField(max_length=64, required=False)
+    isolation = serializers.ChoiceField(choices=Isolation.choices, required=False)
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    user_id = serializers.IntegerField(source="user.pk", read_only=True)
+    username = serializers.CharField(source="user.username", read_only=True)
+    email = serializers.EmailField(source="user.email", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "user_id", "username", "email", "role", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class MembershipCreateSerializer(serializers.Serializer):
+    email = serializers.EmailField()
+    username = serializers.CharField(max_length=150, required=False)
+    role = serializers.ChoiceField(choices=Role.choices)
+
+    def validate_username(self, value):
+        get_user_model().username_validator(value)
+        return value
+
+
+class MembershipUpdateSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Role.choices)

@@ -1,0 +1,120 @@
+"""Tenants and members over REST."""
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+
+from audit.actor import Actor
+from controlplane.api.viewsets import PrincipalMixin, TenantChildViewSet
+from tenants import services
+from tenants.access import effective_role, visible_tenants
+from tenants.api import serializers as s
+from tenants.models import Membership, TenantStatus
+from tenants.roles import Perm, Role, outranks_or_equals
+
+
+class TenantViewSet(PrincipalMixin, viewsets.GenericViewSet):
+    """Tenants the caller can see. Platform admins create, suspend and delete them."""
+
+    serializer_class = s.TenantSerializer
+    lookup_field = "slug"
+    lookup_value_regex = r"[a-z0-9-]+"
+    filterset_fields = ["status", "isolation", "region"]
+
+    def get_queryset(self):
+        return visible_tenants(self.principal).order_by("slug")
+
+    def list(self, request):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    def retrieve(self, request, slug=None):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(request=s.TenantCreateSerializer, responses=s.TenantSerializer)
+    def create(self, request):
+        self._require_platform()
+        data = self._valid(s.TenantCreateSerializer)
+        tenant = services.create_tenant(**data, actor=Actor.from_request(request))
+        return Response(s.TenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.PlatformTenantUpdateSerializer, responses=s.TenantSerializer)
+    def partial_update(self, request, slug=None):
+        tenant = self.get_object()
+        self.require(tenant, Perm.UPDATE_TENANT)
+        serializer_class = s.PlatformTenantUpdateSerializer if self.principal.is_platform_admin else s.TenantUpdateSerializer
+        tenant = services.update_tenant(tenant, **self._valid(serializer_class), actor=Actor.from_request(request))
+        return Response(s.TenantSerializer(tenant).data)
+
+    def destroy(self, request, slug=None):
+        tenant = self.get_object()
+        self._require_platform()
+        services.delete_tenant(tenant, actor=Actor.from_request(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=None, responses=s.TenantSerializer)
+    @action(detail=True, methods=["post"])
+    def suspend(self, request, slug=None):
+        return self._set_status(TenantStatus.SUSPENDED)
+
+    @extend_schema(request=None, responses=s.TenantSerializer)
+    @action(detail=True, methods=["post"])
+    def activate(self, request, slug=None):
+        return self._set_status(TenantStatus.ACTIVE)
+
+    def _set_status(self, new_status):
+        tenant = self.get_object()
+        self._require_platform()
+        tenant = services.set_tenant_status(tenant, new_status, actor=Actor.from_request(self.request))
+        return Response(s.TenantSerializer(tenant).data)
+
+    def _require_platform(self):
+        if not self.principal.is_platform_admin:
+            raise PermissionDenied("Only platform admins may do this.")
+
+    def _valid(self, serializer_class) -> dict:
+        serializer = serializer_class(data=self.request.data)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+
+class MembershipViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
+    """Members of one tenant. Nobody grants a role above their own or edits a higher-ranked member."""
+
+    queryset = Membership.objects.select_related("user")
+    serializer_class = s.MembershipSerializer
+    read_perms = (Perm.VIEW_MEMBERS, Perm.MANAGE_MEMBERS)
+    write_perms = (Perm.MANAGE_MEMBERS,)
+    filterset_fields = ["role"]
+
+    @extend_schema(request=s.MembershipCreateSerializer, responses=s.MembershipSerializer)
+    def create(self, request, tenant_slug=None):
+        serializer = s.MembershipCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        self._check_can_grant(serializer.validated_data["role"])
+        membership = services.add_member(tenant=self.get_tenant(), actor=Actor.from_request(request), **serializer.validated_data)
+        return Response(s.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.MembershipUpdateSerializer, responses=s.MembershipSerializer)
+    def partial_update(self, request, tenant_slug=None, pk=None):
+        membership = self.get_object()
+        serializer = s.MembershipUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        self._check_can_grant(membership.role)
+        self._check_can_grant(serializer.validated_data["role"])
+        membership = services.change_member_role(membership, serializer.validated_data["role"], actor=Actor.from_request(request))
+        return Response(s.MembershipSerializer(membership).data)
+
+    def destroy(self, request, tenant_slug=None, pk=None):
+        membership = self.get_object()
+        self._check_can_grant(membership.role)
+        services.remove_member(membership, actor=Actor.from_request(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _check_can_grant(self, role: str) -> None:
+        own = effective_role(self.principal, self.get_tenant())
+        if own is None or not outranks_or_equals(own, role):
+            raise PermissionDenied(f"Your role cannot grant or manage the {Role(role).label.lower()} role.")
+
+

@@ -1,0 +1,143 @@
+"""Tenant and membership writes. Each runs in one transaction with its audit event."""
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from audit.actor import Actor
+from audit.services import record_event
+from tenants.models import Membership, Tenant, TenantStatus
+from tenants.roles import Role
+
+TENANT_EDITABLE = ("name", "region", "isolation")
+
+
+def tenant_view(tenant: Tenant) -> dict:
+    return {"slug": tenant.slug, "name": tenant.name, "status": tenant.status,
+            "region": tenant.region, "isolation": tenant.isolation}
+
+
+def membership_view(membership: Membership) -> dict:
+    return {"user": membership.user.get_username(), "email": membership.user.email, "role": membership.role}
+
+
+def create_tenant(*, slug: str, name: str, region: str = "local", isolation: str = "shared", actor: Actor) -> Tenant:
+    """Create a tenant with its tenant-wide quota policy (default limits)."""
+    from quotas.services import create_quota_policy
+
+    tenant = Tenant(slug=slug, name=name, region=region, isolation=isolation)
+    tenant.full_clean()
+    with transaction.atomic():
+        tenant.save()
+        record_event(actor=actor, action="tenant.create", tenant=tenant, target=tenant, after=tenant_view(tenant))
+        create_quota_policy(tenant=tenant, actor=actor)
+    return tenant
+
+
+def update_tenant(tenant: Tenant, *, actor: Actor, **changes) -> Tenant:
+    """Change a tenant's name, region label or isolation."""
+    unknown = set(changes) - set(TENANT_EDITABLE)
+    if unknown:
+        raise ValidationError({name: "This field cannot be changed here." for name in sorted(unknown)})
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        before = tenant_view(tenant)
+        for name, value in changes.items():
+            setattr(tenant, name, value)
+        tenant.full_clean()
+        tenant.save()
+        record_event(actor=actor, action="tenant.update", tenant=tenant, target=tenant, before=before, after=tenant_view(tenant))
+    return tenant
+
+
+def set_tenant_status(tenant: Tenant, status: str, *, actor: Actor) -> Tenant:
+    """Suspend or reactivate a tenant (a suspended tenant's keys stop working at the gateway)."""
+    if status not in TenantStatus.values:
+        raise ValidationError({"status": f"Choose one of: {', '.join(TenantStatus.values)}."})
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if tenant.status == status:
+            return tenant
+        before = tenant_view(tenant)
+        tenant.status = status
+        tenant.save(update_fields=["status", "updated_at"])
+        action = "tenant.suspend" if status == TenantStatus.SUSPENDED else "tenant.activate"
+        record_event(actor=actor, action=action, tenant=tenant, target=tenant, before=before, after=tenant_view(tenant))
+    return tenant
+
+
+def delete_tenant(tenant: Tenant, *, actor: Actor) -> None:
+    """Delete a tenant with its members, keys and quotas; its audit events stay."""
+    with transaction.atomic():
+        record_event(actor=actor, action="tenant.delete", tenant=tenant, target=tenant, before=tenant_view(tenant))
+        tenant.delete()
+
+
+def add_member(*, tenant: Tenant, email: str, role: str, username: str | None = None, actor: Actor) -> Membership:
+    """Add a user (created inactive-password if new) to a tenant with a role."""
+    _check_role(role)
+    email = get_user_model().objects.normalize_email(email)
+    with transaction.atomic():
+        user = _user_for_email(email, username)
+        if Membership.objects.filter(tenant=tenant, user=user).exists():
+            raise ValidationError({"email": "This user is already a member of the tenant."})
+        membership = Membership.objects.create(tenant=tenant, user=user, role=role)
+        record_event(actor=actor, action="member.add", tenant=tenant, target=membership, after=membership_view(membership))
+    return membership
+
+
+def _user_for_email(email: str, username: str | None):
+    User = get_user_model()
+    user = User.objects.filter(email__iexact=email).order_by("pk").first()
+    if user is not None:
+        return user
+    username = username or email
+    if User.objects.filter(username=username).exists():
+        raise ValidationError({"username": "A different user already has this username."})
+    user = User(username=username, email=email)
+    user.set_unusable_password()  # they sign in once an operator sets a password or SSO links them
+    user.full_clean()
+    user.save()
+    return user
+
+
+def change_member_role(membership: Membership, role: str, *, actor: Actor) -> Membership:
+    """Change a member's role; their keys are capped to the new role automatically."""
+    _check_role(role)
+    with transaction.atomic():
+        membership = Membership.objects.select_for_update().select_related("user").get(pk=membership.pk)
+        if membership.role == role:
+            return membership
+        _keep_an_owner(membership, leaving=role != Role.OWNER)
+        before = membership_view(membership)
+        membership.role = role
+        membership.save(update_fields=["role", "updated_at"])
+        record_event(actor=actor, action="member.update", tenant=membership.tenant, target=membership,
+                     before=before, after=membership_view(membership))
+    return membership
+
+
+def remove_member(membership: Membership, *, actor: Actor) -> None:
+    """Remove a member and revoke every API key they hold in the tenant."""
+    from apikeys.services import revoke_user_keys
+
+    with transaction.atomic():
+        membership = Membership.objects.select_for_update().select_related("user", "tenant").get(pk=membership.pk)
+        _keep_an_owner(membership, leaving=True)
+        revoke_user_keys(tenant=membership.tenant, user=membership.user, actor=actor)
+        record_event(actor=actor, action="member.remove", tenant=membership.tenant, target=membership,
+                     before=membership_view(membership))
+        membership.delete()
+
+
+def _keep_an_owner(membership: Membership, *, leaving: bool) -> None:
+    """A tenant with owners keeps at least one: the last owner cannot leave or be demoted."""
+    if not leaving or membership.role != Role.OWNER:
+        return
+    others = Membership.objects.filter(tenant=membership.tenant, role=Role.OWNER).exclude(pk=membership.pk)
+    if not others.exists():
+        raise ValidationError({"role": "A tenant needs at least one owner; promote another member first."})
+
+
+def _check_role(role: str) -> None:
+    if role not in Role.values:
+        raise ValidationError({"role": f"Choose one of: {', '.join(Role.values)}."})
