@@ -8,7 +8,7 @@ from pathlib import Path
 import dj_database_url
 
 from controlplane.env import (
-    env_bool, env_choice, env_int, env_list, env_secret, env_str,
+    env_bool, env_choice, env_float, env_int, env_list, env_secret, env_str,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "apikeys",
     "quotas",
     "models_registry",
+    "usage",
     "console",
 ]
 
@@ -189,6 +190,8 @@ else:
         "data_folder_processed": str(_broker_dir / "processed"),
     }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# A separate queue lets a test run (or a second install) share one broker without stealing tasks.
+CELERY_TASK_DEFAULT_QUEUE = env_str("SWITCHYARD_CELERY_QUEUE", "celery")
 
 # The whole beat schedule lives here. Every entry expires before its next run is due.
 CELERY_BEAT_SCHEDULE = {
@@ -197,7 +200,31 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
         "options": {"expires": 3000},
     },
+    "fleet-reconcile-all": {
+        "task": "fleet.reconcile_all",
+        "schedule": 15.0,
+        "options": {"expires": 12},
+    },
+    "fleet-health-check": {
+        "task": "fleet.health_check",
+        "schedule": 5.0,
+        "options": {"expires": 4},
+    },
 }
+
+# --- Fleet (docs/fleet.md) ---
+# Engine processes are tagged with this namespace, so a sweep never touches another install's.
+SWITCHYARD_FLEET_NAMESPACE = env_str("SWITCHYARD_FLEET_NAMESPACE", "default")
+SWITCHYARD_ENGINE_PYTHON = env_str("SWITCHYARD_ENGINE_PYTHON", str(BASE_DIR / ".venv-engine" / "bin" / "python"))
+SWITCHYARD_ENGINE_LOG_DIR = Path(env_str("SWITCHYARD_ENGINE_LOG_DIR", str(VAR_DIR / "log" / "engines")))
+SWITCHYARD_FLEET_BACKOFF_BASE_SECONDS = env_int("SWITCHYARD_FLEET_BACKOFF_BASE_SECONDS", 5, minimum=0, maximum=3600)
+SWITCHYARD_FLEET_BACKOFF_MAX_SECONDS = env_int("SWITCHYARD_FLEET_BACKOFF_MAX_SECONDS", 300, minimum=0, maximum=86400)
+SWITCHYARD_FLEET_STABLE_SECONDS = env_int("SWITCHYARD_FLEET_STABLE_SECONDS", 600, minimum=0)
+SWITCHYARD_FLEET_HEALTH_FAILURES = env_int("SWITCHYARD_FLEET_HEALTH_FAILURES", 3, minimum=1, maximum=100)
+SWITCHYARD_FLEET_PROBE_TIMEOUT_SECONDS = env_float("SWITCHYARD_FLEET_PROBE_TIMEOUT_SECONDS", 2.0)
+SWITCHYARD_FLEET_START_DEADLINE_SECONDS = env_int("SWITCHYARD_FLEET_START_DEADLINE_SECONDS", 300, minimum=5)
+SWITCHYARD_FLEET_DRAIN_DEADLINE_SECONDS = env_int("SWITCHYARD_FLEET_DRAIN_DEADLINE_SECONDS", 60, minimum=0)
+SWITCHYARD_FLEET_STOP_GRACE_SECONDS = env_int("SWITCHYARD_FLEET_STOP_GRACE_SECONDS", 10, minimum=0, maximum=300)
 
 LOG_LEVEL = env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
 LOGGING = {

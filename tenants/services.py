@@ -73,7 +73,7 @@ def delete_tenant(tenant: Tenant, *, actor: Actor) -> None:
 
 
 def add_member(*, tenant: Tenant, email: str, role: str, username: str | None = None, actor: Actor) -> Membership:
-    """Add a user (created inactive-password if new) to a tenant with a role."""
+    """Add a user to a tenant with a role; a new user is created without a usable password."""
     _check_role(role)
     email = get_user_model().objects.normalize_email(email)
     with transaction.atomic():
