@@ -87,6 +87,8 @@ def rotate_api_key(api_key: ApiKey, *, grace_seconds: int | None = None, actor: 
         old = ApiKey.objects.select_for_update().get(pk=api_key.pk)
         if old.state() != "active":
             raise ValidationError({"key": "Only an active key can be rotated."})
+        if ApiKey.objects.filter(rotated_from=old).exists():  # rotated_from is one-to-one
+            raise ValidationError({"key": "This key was already rotated; rotate its successor instead."})
         minted = _insert_key(tenant=old.tenant, name=old.name, scopes=old.scopes, role=old.role, user=old.user,
                              expires_at=old.expires_at, created_by=actor.user, rotated_from=old)
         before = old.audit_view()
