@@ -1,0 +1,1 @@
+"""The fleet: deployments (desired state), instances (observed state) and their reconciliation."""

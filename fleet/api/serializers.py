@@ -1,0 +1,64 @@
+"""Deployments and instances over REST."""
+from rest_framework import serializers
+
+from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS, Deployment, Instance, RuntimeBackend
+
+
+class InstanceSerializer(serializers.ModelSerializer):
+    pid = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Instance
+        fields = ["id", "state", "endpoint_url", "port", "pid", "restart_count", "next_start_after", "created_at",
+                  "starting_at", "ready_at", "draining_at", "drain_deadline", "stopped_at", "failed_at",
+                  "released_at", "consecutive_health_failures", "last_health_at", "last_health_ok",
+                  "last_health_error", "metrics", "failure_reason", "log_tail"]
+        read_only_fields = fields
+
+    def get_pid(self, instance) -> int | None:
+        return (instance.runtime_handle or {}).get("pid")
+
+
+class DeploymentSerializer(serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    model = serializers.CharField(source="model_version.model.name", read_only=True)
+    model_version_label = serializers.CharField(source="model_version.version", read_only=True)
+    instances = InstanceSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Deployment
+        fields = ["id", "tenant", "name", "model", "model_version", "model_version_label", "runtime_backend",
+                  "min_replicas", "max_replicas", "warm_pool_size", "target_replicas", "tensor_parallel_size",
+                  "pipeline_parallel_size", "gpu_type", "region", "status", "simulator_params", "created_at",
+                  "updated_at", "instances"]
+        read_only_fields = fields
+
+
+class DeploymentCreateSerializer(serializers.Serializer):
+    tenant = serializers.CharField(required=False, allow_null=True, help_text="Tenant slug; omit for a shared pool.")
+    name = serializers.SlugField(max_length=63)
+    model_version = serializers.IntegerField(min_value=1)
+    runtime_backend = serializers.ChoiceField(choices=RuntimeBackend.choices, default=RuntimeBackend.LOCAL)
+    min_replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, default=1)
+    max_replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, required=False)
+    warm_pool_size = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, default=0)
+    tensor_parallel_size = serializers.IntegerField(min_value=1, max_value=MAX_PARALLEL_PRODUCT, default=1)
+    pipeline_parallel_size = serializers.IntegerField(min_value=1, max_value=MAX_PARALLEL_PRODUCT, default=1)
+    gpu_type = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    region = serializers.CharField(max_length=64, required=False, allow_blank=True, default="local")
+    simulator_params = serializers.DictField(required=False, default=dict)
+
+    def validate(self, attrs):
+        attrs.setdefault("max_replicas", max(attrs["min_replicas"], 1))
+        return attrs
+
+
+class ScaleSerializer(serializers.Serializer):
+    min_replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, required=False)
+    max_replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, required=False)
+    warm_pool_size = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, required=False)
+
+    def validate(self, attrs):
+        if not attrs:
+            raise serializers.ValidationError("Give min_replicas, max_replicas or warm_pool_size.")
+        return attrs

@@ -1,0 +1,119 @@
+"""/api/v1/deployments/: tenant admins manage their tenant's deployments, platform admins all and shared pools.
+
+Scoping is by `visible_tenants` (a deployment of an invisible tenant is a 404); writing needs the
+owner or admin role in the deployment's tenant, or platform admin. Shared pools are platform-only.
+"""
+from django.db.models import Q
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.generics import get_object_or_404
+from rest_framework.response import Response
+
+from audit.actor import Actor
+from controlplane.api.viewsets import PrincipalMixin
+from fleet import services
+from fleet.api import serializers as s
+from fleet.models import Deployment
+from fleet.states import InvalidTransition
+from tenants.access import effective_role, visible_tenants
+from tenants.roles import ROLE_RANK, Role
+
+INSTANCE_ACTION = r"instances/(?P<instance_id>[0-9]+)"
+
+
+class DeploymentViewSet(PrincipalMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Deployments (desired state) with their instances (observed state)."""
+
+    serializer_class = s.DeploymentSerializer
+    lookup_value_regex = r"[0-9]+"
+    filterset_fields = ["runtime_backend", "status", "region"]
+
+    def get_queryset(self):
+        scope = Q(tenant__in=visible_tenants(self.principal))
+        if self.principal.is_platform_admin:
+            scope |= Q(tenant__isnull=True)
+        return (Deployment.objects.filter(scope).select_related("tenant", "model_version__model")
+                .prefetch_related("instances").order_by("pk"))
+
+    @extend_schema(request=s.DeploymentCreateSerializer, responses={201: s.DeploymentSerializer})
+    def create(self, request):
+        data = self._valid(s.DeploymentCreateSerializer)
+        tenant = self._tenant_for(data.pop("tenant", None))
+        self._require_manage(tenant)
+        version = self._model_version(data.pop("model_version"))
+        deployment = services.create_deployment(tenant=tenant, model_version=version, actor=self._actor(), **data)
+        return Response(self._out(deployment), status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.ScaleSerializer, responses=s.DeploymentSerializer)
+    @action(detail=True, methods=["post"])
+    def scale(self, request, pk=None):
+        deployment = self._writable()
+        deployment = services.scale_deployment(deployment, actor=self._actor(), **self._valid(s.ScaleSerializer))
+        return Response(self._out(deployment))
+
+    @extend_schema(request=None, responses={202: s.DeploymentSerializer})
+    def destroy(self, request, pk=None):
+        deployment = services.delete_deployment(self._writable(), actor=self._actor())
+        return Response(self._out(deployment), status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={202: s.InstanceSerializer})
+    @action(detail=True, methods=["post"], url_path=INSTANCE_ACTION + "/drain")
+    def drain(self, request, pk=None, instance_id=None):
+        return self._instance_action(services.drain_instance, instance_id)
+
+    @extend_schema(request=None, responses={202: s.InstanceSerializer})
+    @action(detail=True, methods=["post"], url_path=INSTANCE_ACTION + "/restart")
+    def restart(self, request, pk=None, instance_id=None):
+        return self._instance_action(services.restart_instance, instance_id)
+
+    def _instance_action(self, service, instance_id):
+        instance = get_object_or_404(self._writable().instances, pk=instance_id)
+        try:
+            instance = service(instance, actor=self._actor())
+        except InvalidTransition as exc:
+            return Response({"detail": f"{exc}."}, status=status.HTTP_409_CONFLICT)
+        return Response(s.InstanceSerializer(instance).data, status=status.HTTP_202_ACCEPTED)
+
+    def _writable(self) -> Deployment:
+        deployment = self.get_object()
+        self._require_manage(deployment.tenant)
+        return deployment
+
+    def _require_manage(self, tenant) -> None:
+        """Platform admins manage everything; a tenant's owners and admins manage its dedicated deployments."""
+        if self.principal.is_platform_admin:
+            return
+        if tenant is None:
+            raise PermissionDenied("Only platform admins manage shared pools.")
+        role = effective_role(self.principal, tenant)
+        if role is None or ROLE_RANK[Role(role)] < ROLE_RANK[Role.ADMIN]:
+            raise PermissionDenied("Managing deployments needs the owner or admin role in this tenant.")
+
+    def _tenant_for(self, slug):
+        if slug is None:
+            return None
+        tenant = visible_tenants(self.principal).filter(slug=slug).first()
+        if tenant is None:
+            raise ValidationError({"tenant": "No such tenant."})
+        return tenant
+
+    def _model_version(self, pk):
+        from models_registry.models import ModelVersion
+
+        version = ModelVersion.objects.select_related("model").filter(pk=pk).first()
+        if version is None:
+            raise ValidationError({"model_version": "No such model version."})
+        return version
+
+    def _out(self, deployment) -> dict:
+        return s.DeploymentSerializer(self.get_queryset().filter(pk=deployment.pk).first() or deployment).data
+
+    def _actor(self) -> Actor:
+        return Actor.from_request(self.request)
+
+    def _valid(self, serializer_class) -> dict:
+        serializer = serializer_class(data=self.request.data)
+        serializer.is_valid(raise_exception=True)
+        return dict(serializer.validated_data)

@@ -1,0 +1,93 @@
+"""Health checks: is the engine alive, answering `/health` within a deadline, and what its metrics say.
+
+A process that is alive but hung fails the probe by timeout; N consecutive failures mark it
+failed. A `starting` instance is not counted against N, but it has a start-up deadline.
+"""
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+
+from fleet import metrics
+from fleet.models import Instance
+from fleet.runtime import get_backend
+from fleet.states import RUNNING_STATES, InstanceState
+from fleet.transitions import fail_instance, record_probe, try_transition
+
+logger = logging.getLogger(__name__)
+S = InstanceState
+
+
+@dataclass(frozen=True)
+class Probe:
+    ok: bool
+    error: str = ""
+    metrics: dict | None = None
+
+
+def probe(endpoint_url: str, client: httpx.Client) -> Probe:
+    """GET /health then /metrics, each bounded by the probe timeout."""
+    try:
+        health = client.get(endpoint_url + "/health")
+        if health.status_code != 200:
+            return Probe(False, f"/health answered {health.status_code}")
+        scraped = client.get(endpoint_url + "/metrics")
+        return Probe(True, metrics=metrics.summarize(scraped.text) if scraped.status_code == 200 else None)
+    except httpx.TimeoutException:
+        return Probe(False, "probe timed out (engine hung?)")
+    except (httpx.HTTPError, ValueError) as exc:
+        return Probe(False, f"probe failed: {type(exc).__name__}: {exc}"[:500])
+
+
+def new_client() -> httpx.Client:
+    timeout = settings.SWITCHYARD_FLEET_PROBE_TIMEOUT_SECONDS
+    return httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 1.0)))
+
+
+def check_all() -> dict:
+    """Probe every instance whose engine should be running."""
+    counts: dict[str, int] = {}
+    with new_client() as client:
+        for instance in Instance.objects.filter(state__in=RUNNING_STATES).select_related("deployment"):
+            outcome = check_instance(instance, client)
+            counts[outcome] = counts.get(outcome, 0) + 1
+    return counts
+
+
+def check_instance(instance: Instance, client: httpx.Client) -> str:
+    """Probe one instance and act on it; returns what happened, for the task result."""
+    backend = get_backend(instance.deployment.runtime_backend)
+    if not backend.is_alive(instance):
+        if instance.state == S.DRAINING:
+            return "draining"  # the drain task stops it and records the stop
+        fail_instance(instance.pk, "engine process exited")
+        return "died"
+    result = probe(instance.endpoint_url, client)
+    record_probe(instance.pk, ok=result.ok, error=result.error, metrics=result.metrics)
+    if instance.state == S.STARTING:
+        return _check_starting(instance, backend, result)
+    if not result.ok and instance.state == S.READY:
+        return _count_failure(instance, result)
+    return "ok" if result.ok else "unhealthy"
+
+
+def _check_starting(instance: Instance, backend, result: Probe) -> str:
+    if result.ok:
+        try_transition(instance.pk, S.READY)
+        return "ready"
+    deadline = min(backend.start_deadline_seconds, settings.SWITCHYARD_FLEET_START_DEADLINE_SECONDS)
+    if timezone.now() - instance.starting_at > timedelta(seconds=deadline):
+        fail_instance(instance.pk, f"not healthy within the {deadline:.0f} s start-up deadline")
+        return "start-timeout"
+    return "starting"
+
+
+def _count_failure(instance: Instance, result: Probe) -> str:
+    failures = instance.consecutive_health_failures + 1  # `instance` was read before this probe
+    if failures >= settings.SWITCHYARD_FLEET_HEALTH_FAILURES:
+        fail_instance(instance.pk, f"{failures} consecutive failed health probes: {result.error}"[:500])
+        return "failed"
+    return "unhealthy"

@@ -1,0 +1,172 @@
+"""Converge a deployment's instances on its desired state, through its runtime backend.
+
+Two phases, each holding the deployment row lock (`select_for_update`), so concurrent reconciles
+of one deployment queue behind each other and never plan the same instance twice:
+  1. plan — create `pending` rows up to the target, drain the extras; committed before anything
+     is launched, so the orphan sweep can always tell a fresh engine from an orphan;
+  2. launch — start every due `pending` instance (the backend adopts an engine a crashed worker
+     had already launched for it) and record it as `starting`.
+Health checks move `starting` to `ready`; `fleet.drain` and `fleet.replace_failed` stop processes.
+"""
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from audit.services import record_event
+from fleet import backoff
+from fleet.models import Deployment, DeploymentStatus, Instance
+from fleet.runtime import BACKENDS, get_backend
+from fleet.states import LIVE_STATES, RUNNING_STATES, TERMINAL_STATES, InstanceState
+from fleet.transitions import FLEET, fail_instance, try_transition
+from fleet.views import deployment_view
+
+logger = logging.getLogger(__name__)
+S = InstanceState
+# Which live instances go first when scaling down: those doing the least useful work.
+SCALE_DOWN_ORDER = {S.PENDING: 0, S.STARTING: 1, S.READY: 2}
+
+
+def reconcile_deployment(deployment_id: int) -> dict:
+    """One idempotent pass: plan, launch, then hand stopping work to the drain / replace tasks."""
+    planned = _plan(deployment_id)
+    if planned is None:
+        return {"deployment": deployment_id, "exists": False}
+    launched = _launch(deployment_id)
+    _enqueue_follow_ups(deployment_id)
+    _schedule_deferred_starts(deployment_id)
+    removed = _remove_if_deleted(deployment_id)
+    return {"deployment": deployment_id, "exists": not removed, **planned, "launched": launched}
+
+
+def _lock(deployment_id: int) -> Deployment | None:
+    return (Deployment.objects.select_for_update(of=("self",)).select_related("tenant", "model_version__model")
+            .filter(pk=deployment_id).first())
+
+
+@transaction.atomic
+def _plan(deployment_id: int) -> dict | None:
+    deployment = _lock(deployment_id)
+    if deployment is None:
+        return None
+    live = list(deployment.instances.filter(state__in=LIVE_STATES))
+    missing = deployment.target_replicas - len(live)
+    if missing > 0:
+        created = [_create_instance(deployment) for _ in range(missing)]
+        return {"created": len(created), "drained": 0}
+    extras = sorted(live, key=lambda i: (SCALE_DOWN_ORDER[i.state], -i.pk))[:-missing]
+    for instance in extras:
+        _scale_down(instance)
+    return {"created": 0, "drained": len(extras)}
+
+
+def _create_instance(deployment: Deployment) -> Instance:
+    """A pending instance; if it replaces a failed one it inherits the back-off chain."""
+    failed = (deployment.instances.filter(state=S.FAILED, released_at__isnull=False, replacement__isnull=True)
+              .order_by("failed_at").first())
+    instance = Instance(deployment=deployment)
+    if failed is not None:
+        ready_for = failed.failed_at - failed.ready_at if failed.ready_at else None
+        instance.replaces = failed
+        instance.restart_count = backoff.next_restart_count(failed.restart_count, ready_for)
+        instance.next_start_after = backoff.start_not_before(failed.failed_at, instance.restart_count)
+    instance.save()
+    record_event(actor=FLEET, action="fleet.instance.create", tenant=deployment.tenant, target=instance,
+                 after={"deployment": deployment.pk, "restart_count": instance.restart_count,
+                        "next_start_after": instance.next_start_after})
+    return instance
+
+
+def _scale_down(instance: Instance) -> None:
+    from fleet.services import drain_instance
+
+    drain_instance(instance, actor=FLEET)
+
+
+@transaction.atomic
+def _launch(deployment_id: int) -> int:
+    deployment = _lock(deployment_id)
+    if deployment is None or deployment.status == DeploymentStatus.DELETING:
+        return 0
+    now = timezone.now()
+    due = [i for i in deployment.instances.filter(state=S.PENDING).order_by("pk")
+           if i.next_start_after is None or i.next_start_after <= now]
+    backend = get_backend(deployment.runtime_backend)
+    return sum(_launch_one(backend, instance) for instance in due)
+
+
+def _launch_one(backend, instance: Instance) -> bool:
+    try:
+        launched = backend.start(instance)
+    except Exception as exc:  # a bad spec or missing engine must fail the instance, not the worker
+        logger.exception("could not start %s", instance)
+        fail_instance(instance.pk, f"start failed: {exc}")
+        return False
+    try_transition(instance.pk, S.STARTING, endpoint_url=launched.endpoint_url, port=launched.port,
+                   runtime_handle=launched.handle)
+    return True
+
+
+def _enqueue_follow_ups(deployment_id: int) -> None:
+    """Re-send work a lost or crashed task never finished (both tasks are idempotent)."""
+    from fleet.tasks import drain, replace_failed
+
+    instances = Instance.objects.filter(deployment_id=deployment_id)
+    for pk in instances.filter(state=S.DRAINING).values_list("pk", flat=True):
+        drain.delay(pk)
+    for pk in instances.filter(state=S.FAILED, released_at__isnull=True).values_list("pk", flat=True):
+        replace_failed.delay(pk)
+
+
+def _schedule_deferred_starts(deployment_id: int) -> None:
+    """Come back when the earliest backed-off instance may start (the periodic pass is the backstop)."""
+    from fleet.tasks import reconcile
+
+    due = (Instance.objects.filter(deployment_id=deployment_id, state=S.PENDING, next_start_after__isnull=False)
+           .order_by("next_start_after").values_list("next_start_after", flat=True).first())
+    if due is not None and due > timezone.now():
+        reconcile.apply_async((deployment_id,), countdown=(due - timezone.now()).total_seconds() + 0.5)
+
+
+@transaction.atomic
+def _remove_if_deleted(deployment_id: int) -> bool:
+    """Delete a `deleting` deployment once none of its processes is left."""
+    deployment = _lock(deployment_id)
+    if deployment is None or deployment.status != DeploymentStatus.DELETING:
+        return False
+    unfinished = deployment.instances.exclude(state__in=TERMINAL_STATES).exists()
+    unreleased = deployment.instances.filter(state__in=TERMINAL_STATES, released_at__isnull=True).exists()
+    if unfinished or unreleased:
+        return False
+    record_event(actor=FLEET, action="fleet.deployment.remove", tenant=deployment.tenant, target=deployment,
+                 before=deployment_view(deployment))
+    deployment.delete()
+    return True
+
+
+def sweep_orphans() -> list[int]:
+    """Stop engines that no instance accounts for (a worker died between launch and record, a row was removed)."""
+    running: set[int] = set()
+    for name in BACKENDS:
+        running |= set(get_backend(name).running())
+    accounted = _accounted_instances(running)
+    orphans = sorted(running - accounted)
+    for instance_id in orphans:
+        logger.warning("stopping orphan engine of instance %s", instance_id)
+        get_backend(next(iter(BACKENDS))).stop_orphan(instance_id, settings.SWITCHYARD_FLEET_STOP_GRACE_SECONDS)
+    return orphans
+
+
+def _accounted_instances(ids: set[int]) -> set[int]:
+    # Pending rows are committed before their engine launches (see _plan), so a process whose row
+    # is pending is being launched right now or will be adopted by the next launch — not an orphan.
+    keep = set(RUNNING_STATES) | {S.PENDING}
+    rows = Instance.objects.filter(pk__in=ids).values_list("pk", "state", "released_at")
+    return {pk for pk, state, released in rows if state in keep or (state == S.FAILED and released is None)}
+
+
+def reconcile_all() -> list[int]:
+    """Sweep orphans, then return every deployment id for a per-deployment reconcile."""
+    sweep_orphans()
+    return list(Deployment.objects.values_list("pk", flat=True))

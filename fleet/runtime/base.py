@@ -1,0 +1,49 @@
+"""The runtime-backend interface: how an instance becomes a running engine, and stops being one.
+
+Every method is idempotent and keyed by the instance, so a worker that died half-way can simply
+call it again: `start` adopts an engine already running for the instance, `stop` of a gone
+engine is a no-op, and `running` lists what really runs so reconcile can sweep orphans.
+"""
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Launched:
+    """Where a started instance can be reached and how the backend finds it again."""
+
+    endpoint_url: str
+    port: int | None
+    handle: dict = field(default_factory=dict)
+
+
+class RuntimeBackend(ABC):
+    """Starts, stops and observes engines for instances of one kind of runtime."""
+
+    name: str = ""
+    # How long an engine may take from launch to its first healthy /health.
+    start_deadline_seconds: float = 300.0
+
+    @abstractmethod
+    def start(self, instance) -> Launched:
+        """Make an engine run for `instance` (adopting one that already does) and say where it is."""
+
+    @abstractmethod
+    def stop(self, instance, grace: float) -> None:
+        """Stop the instance's engine: polite signal, then force after `grace` seconds."""
+
+    @abstractmethod
+    def is_alive(self, instance) -> bool:
+        """Whether the instance's engine still exists (it may still be unhealthy)."""
+
+    @abstractmethod
+    def log_tail(self, instance, lines: int = 40) -> str:
+        """The last lines the engine wrote, for the failure record."""
+
+    @abstractmethod
+    def running(self) -> dict[int, dict]:
+        """Instance id → handle for every engine this backend runs in this install's namespace."""
+
+    @abstractmethod
+    def stop_orphan(self, instance_id: int, grace: float) -> None:
+        """Stop an engine that no live instance row accounts for."""

@@ -1,0 +1,27 @@
+"""`simulator`: the vLLM-compatible simulated engine (`python -m simulator`), for demos and load tests."""
+import sys
+
+from fleet.runtime.process_backend import ProcessBackend
+
+
+def simulator_flags(params: dict) -> list[str]:
+    """{"max_num_seqs": 4, "enable_prefix_caching": False} → CLI flags of `python -m simulator`."""
+    flags = []
+    for key, value in sorted(params.items()):
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else "--no-" + flag[2:])
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+class SimulatorBackend(ProcessBackend):
+    name = "simulator"
+    start_deadline_seconds = 30.0
+
+    def argv(self, instance, port: int) -> list[str]:
+        deployment = instance.deployment
+        return [sys.executable, "-m", "simulator", "--host", self.host, "--port", str(port),
+                "--served-model-name", deployment.model_version.model.name,
+                *simulator_flags(deployment.simulator_params or {})]

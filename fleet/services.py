@@ -1,0 +1,108 @@
+"""Deployment writes (desired state) from the API and console. Workers converge on them later.
+
+Nothing here waits for an engine: each write commits, then enqueues a reconcile on commit.
+"""
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from audit.actor import Actor
+from audit.services import record_event
+from fleet.models import Deployment, DeploymentStatus, Instance
+from fleet.states import InstanceState
+from fleet.transitions import transition_instance
+from fleet.validation import validate_spec
+from fleet.views import deployment_view
+
+SPEC_FIELDS = ("min_replicas", "max_replicas", "warm_pool_size", "tensor_parallel_size", "pipeline_parallel_size",
+               "gpu_type", "region", "simulator_params", "runtime_backend")
+
+
+def _reconcile_on_commit(deployment_id: int) -> None:
+    from fleet.tasks import reconcile
+
+    transaction.on_commit(lambda: reconcile.delay(deployment_id))
+
+
+@transaction.atomic
+def create_deployment(*, tenant, name: str, model_version, actor: Actor, **spec) -> Deployment:
+    """Declare a new deployment; a worker starts its instances."""
+    deployment = Deployment(tenant=tenant, name=name, model_version=model_version,
+                            **{k: v for k, v in spec.items() if k in SPEC_FIELDS})
+    validate_spec(deployment)
+    deployment.full_clean(validate_constraints=True)
+    deployment.save()
+    record_event(actor=actor, action="fleet.deployment.create", tenant=tenant, target=deployment,
+                 after=deployment_view(deployment))
+    _reconcile_on_commit(deployment.pk)
+    return deployment
+
+
+@transaction.atomic
+def scale_deployment(deployment: Deployment, *, actor: Actor, **sizes) -> Deployment:
+    """Change min/max replicas and the warm pool; a worker starts or drains instances to match."""
+    deployment = _locked(deployment.pk)
+    before = deployment_view(deployment)
+    for name in ("min_replicas", "max_replicas", "warm_pool_size"):
+        if sizes.get(name) is not None:
+            setattr(deployment, name, sizes[name])
+    validate_spec_sizes(deployment)
+    deployment.save()
+    record_event(actor=actor, action="fleet.deployment.scale", tenant=deployment.tenant, target=deployment,
+                 before=before, after=deployment_view(deployment))
+    _reconcile_on_commit(deployment.pk)
+    return deployment
+
+
+def validate_spec_sizes(deployment: Deployment) -> None:
+    """Re-check the spec, but let a deployment of a since-deprecated version still be scaled."""
+    from django.core.exceptions import ValidationError
+
+    try:
+        validate_spec(deployment)
+    except ValidationError as exc:
+        errors = {k: v for k, v in exc.message_dict.items() if k != "model_version"}
+        if errors:
+            raise ValidationError(errors) from None
+
+
+@transaction.atomic
+def delete_deployment(deployment: Deployment, *, actor: Actor) -> Deployment:
+    """Mark a deployment for deletion: a worker drains every instance, then removes the rows."""
+    deployment = _locked(deployment.pk)
+    if deployment.status != DeploymentStatus.DELETING:
+        before = deployment_view(deployment)
+        deployment.status = DeploymentStatus.DELETING
+        deployment.save(update_fields=["status", "updated_at"])
+        record_event(actor=actor, action="fleet.deployment.delete", tenant=deployment.tenant, target=deployment,
+                     before=before, after=deployment_view(deployment))
+    _reconcile_on_commit(deployment.pk)
+    return deployment
+
+
+@transaction.atomic
+def drain_instance(instance: Instance, *, actor: Actor, deadline_seconds: float | None = None) -> Instance:
+    """Take an instance out of routing and stop it once idle (or at the deadline); reconcile replaces it."""
+    from fleet.tasks import drain
+
+    if deadline_seconds is None:
+        deadline_seconds = settings.SWITCHYARD_FLEET_DRAIN_DEADLINE_SECONDS
+    if instance.state == InstanceState.PENDING:
+        instance = transition_instance(instance.pk, InstanceState.STOPPED, actor=actor, released_at=timezone.now())
+    else:
+        deadline = timezone.now() + timedelta(seconds=deadline_seconds)
+        instance = transition_instance(instance.pk, InstanceState.DRAINING, actor=actor, drain_deadline=deadline)
+        transaction.on_commit(lambda: drain.delay(instance.pk))
+    _reconcile_on_commit(instance.deployment_id)
+    return instance
+
+
+def restart_instance(instance: Instance, *, actor: Actor) -> Instance:
+    """Stop an instance without waiting for its requests; reconcile starts a fresh one."""
+    return drain_instance(instance, actor=actor, deadline_seconds=0)
+
+
+def _locked(pk: int) -> Deployment:
+    return Deployment.objects.select_for_update(of=("self",)).select_related("tenant", "model_version__model").get(pk=pk)

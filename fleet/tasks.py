@@ -1,0 +1,48 @@
+"""Fleet tasks: thin wrappers (ids in, small dicts out); the logic lives in reconcile, health and stopping."""
+from celery import shared_task
+
+from fleet import health, reconcile as reconciling, stopping
+
+DRAIN_POLL_SECONDS = 2
+
+
+@shared_task(name="fleet.reconcile", time_limit=120, soft_time_limit=100, acks_late=True)
+def reconcile(deployment_id: int) -> dict:
+    """Converge one deployment on its desired state."""
+    return reconciling.reconcile_deployment(deployment_id)
+
+
+@shared_task(name="fleet.reconcile_all", time_limit=120, soft_time_limit=100)
+def reconcile_all() -> dict:
+    """Periodic backstop: sweep orphan engines, then reconcile every deployment."""
+    ids = reconciling.reconcile_all()
+    for deployment_id in ids:
+        reconcile.delay(deployment_id)
+    return {"deployments": len(ids)}
+
+
+@shared_task(name="fleet.health_check", time_limit=60, soft_time_limit=50)
+def health_check() -> dict:
+    """Probe every running instance once."""
+    return health.check_all()
+
+
+@shared_task(name="fleet.replace_failed", time_limit=60, soft_time_limit=50, acks_late=True)
+def replace_failed(instance_id: int) -> dict:
+    """Clean up a failed instance, then let reconcile start its replacement after back-off."""
+    cleaned = stopping.clean_up_failed(instance_id)
+    from fleet.models import Instance
+
+    deployment_id = Instance.objects.filter(pk=instance_id).values_list("deployment_id", flat=True).first()
+    if deployment_id is not None:
+        reconcile.delay(deployment_id)
+    return {"instance": instance_id, "cleaned": cleaned}
+
+
+@shared_task(name="fleet.drain", time_limit=60, soft_time_limit=50, acks_late=True)
+def drain(instance_id: int) -> dict:
+    """One drain step; polls again shortly (without holding a worker) until the instance stops."""
+    done = stopping.drain_step(instance_id)
+    if not done:
+        drain.apply_async((instance_id,), countdown=DRAIN_POLL_SECONDS)
+    return {"instance": instance_id, "done": done}

@@ -1,0 +1,80 @@
+"""Rules a deployment spec must meet; each failure names the field it is about."""
+from dataclasses import fields
+
+from django.core.exceptions import ValidationError
+
+from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS, RuntimeBackend
+
+# Flags the fleet itself sets on a simulator; a deployment may not override them.
+RESERVED_SIMULATOR_PARAMS = frozenset({"host", "port", "served_model_name"})
+
+
+def validate_spec(deployment) -> None:
+    """Raise one ValidationError listing every problem with the deployment's spec."""
+    errors: dict[str, str] = {}
+    _check_version(deployment, errors)
+    _check_replicas(deployment, errors)
+    _check_parallelism(deployment, errors)
+    _check_simulator_params(deployment, errors)
+    if errors:
+        raise ValidationError(errors)
+
+
+def _check_version(deployment, errors: dict) -> None:
+    from models_registry.models import VersionStatus
+
+    if deployment.model_version.status != VersionStatus.PUBLISHED:
+        errors["model_version"] = f"Only published versions can be deployed (this one is {deployment.model_version.status})."
+
+
+def _check_replicas(deployment, errors: dict) -> None:
+    for name in ("min_replicas", "max_replicas", "warm_pool_size"):
+        value = getattr(deployment, name)
+        if not 0 <= value <= MAX_REPLICAS:
+            errors[name] = f"Must be between 0 and {MAX_REPLICAS}."
+    if "max_replicas" not in errors and deployment.max_replicas < deployment.min_replicas:
+        errors["max_replicas"] = "Must be at least min_replicas."
+
+
+def _check_parallelism(deployment, errors: dict) -> None:
+    tp, pp = deployment.tensor_parallel_size, deployment.pipeline_parallel_size
+    for name, value in (("tensor_parallel_size", tp), ("pipeline_parallel_size", pp)):
+        if value < 1:
+            errors[name] = "Must be at least 1."
+    if "tensor_parallel_size" in errors or "pipeline_parallel_size" in errors:
+        return
+    if tp * pp > MAX_PARALLEL_PRODUCT:
+        errors["tensor_parallel_size"] = f"tensor × pipeline parallel size must be at most {MAX_PARALLEL_PRODUCT}."
+    elif deployment.runtime_backend == RuntimeBackend.LOCAL and tp * pp > 1:
+        name = "tensor_parallel_size" if tp > 1 else "pipeline_parallel_size"
+        errors[name] = "The local CPU runtime runs one single-process engine per instance; use 1."
+
+
+def _check_simulator_params(deployment, errors: dict) -> None:
+    params = deployment.simulator_params or {}
+    if not isinstance(params, dict):
+        errors["simulator_params"] = "Must be an object of simulator flags."
+        return
+    if params and deployment.runtime_backend != RuntimeBackend.SIMULATOR:
+        errors["simulator_params"] = "Only the simulator runtime takes simulator parameters."
+        return
+    problem = _simulator_params_problem(params)
+    if problem:
+        errors["simulator_params"] = problem
+
+
+def _simulator_params_problem(params: dict) -> str | None:
+    from simulator.config import SimulatorConfig
+
+    allowed = {f.name: type(f.default) for f in fields(SimulatorConfig)}
+    for key, value in params.items():
+        if key in RESERVED_SIMULATOR_PARAMS or key not in allowed:
+            return f"Unknown or reserved simulator parameter {key!r}."
+        expected = allowed[key]
+        if not isinstance(value, expected) and not (expected is float and type(value) is int):
+            return f"{key} must be a {expected.__name__}."
+    try:
+        SimulatorConfig(**params)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return None
