@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "quotas",
     "models_registry",
     "usage",
+    "fleet",
     "console",
 ]
 
