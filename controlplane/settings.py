@@ -170,6 +170,8 @@ SWITCHYARD_KEY_ROTATION_GRACE_SECONDS = env_int(
     "SWITCHYARD_KEY_ROTATION_GRACE_SECONDS", 24 * 3600, minimum=0, maximum=30 * 24 * 3600)
 SWITCHYARD_DEFAULT_USER_RPM = env_int("SWITCHYARD_DEFAULT_USER_RPM", 120, minimum=1)
 SWITCHYARD_LOGIN_FAILURES_PER_15_MIN = env_int("SWITCHYARD_LOGIN_FAILURES_PER_15_MIN", 10, minimum=1)
+# Local model artifacts (paths and file: URIs) must live under this directory; relative to the repo.
+SWITCHYARD_MODEL_ROOT = (BASE_DIR / env_str("SWITCHYARD_MODEL_ROOT", str(VAR_DIR / "models"))).resolve()
 
 # --- Celery: Redis when configured, else kombu's filesystem transport (no server). ---
 CELERY_TIMEZONE = "UTC"
