@@ -1,0 +1,73 @@
+"""Redaction over completions and chat request bodies, in each mode."""
+import pytest
+
+from gateway.redaction import RedactionMode, redact_body
+
+GITHUB = "ghp_" + "Zx8Yw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9EdCbA1234"
+AWS = "AKIAQ3EGRTX5ZBN7W4KD"
+
+
+def test_completion_prompt_string_is_redacted_and_counted():
+    result = redact_body({"model": "m", "prompt": f"token = '{GITHUB}'", "max_tokens": 5})
+    assert result.body["prompt"] == "token = '[REDACTED:github_token]'"
+    assert result.counts == {"github_token": 1}
+    assert result.body["max_tokens"] == 5
+
+
+def test_completion_prompt_list_and_fim_suffix_are_redacted():
+    body = {"prompt": [f"a = '{AWS}'", "plain"], "suffix": f"b = '{AWS}'"}
+    result = redact_body(body)
+    assert result.body["prompt"] == ["a = '[REDACTED:aws_access_key]'", "plain"]
+    assert result.body["suffix"] == "b = '[REDACTED:aws_access_key]'"
+    assert result.counts == {"aws_access_key": 2}
+
+
+def test_token_id_prompts_pass_through():
+    result = redact_body({"prompt": [1, 2, 3]})
+    assert result.body["prompt"] == [1, 2, 3] and result.found == 0
+
+
+def test_chat_string_and_text_parts_are_redacted_other_parts_kept():
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    body = {"messages": [
+        {"role": "system", "content": "You review code."},
+        {"role": "user", "content": [{"type": "text", "text": f"why does {AWS} fail?"}, image]},
+        {"role": "assistant", "content": None},
+    ]}
+    result = redact_body(body)
+    assert result.body["messages"][1]["content"][0]["text"] == "why does [REDACTED:aws_access_key] fail?"
+    assert result.body["messages"][1]["content"][1] == image
+    assert result.body["messages"][2] == {"role": "assistant", "content": None}
+
+
+def test_the_callers_body_is_not_mutated():
+    body = {"messages": [{"role": "user", "content": f"k={GITHUB}"}]}
+    redact_body(body)
+    assert body["messages"][0]["content"] == f"k={GITHUB}"
+
+
+def test_block_mode_reports_but_forwards_nothing_changed():
+    body = {"prompt": f"k={GITHUB}"}
+    result = redact_body(body, "block")
+    assert result.blocked and result.counts == {"github_token": 1}
+    assert result.body is body
+
+
+def test_block_mode_without_secrets_is_not_blocked():
+    assert not redact_body({"prompt": "print('hello')"}, RedactionMode.BLOCK).blocked
+
+
+def test_off_mode_does_not_look():
+    body = {"prompt": f"k={GITHUB}"}
+    result = redact_body(body, RedactionMode.OFF)
+    assert result.body is body and result.found == 0
+
+
+def test_results_never_carry_the_secret():
+    result = redact_body({"prompt": f"k={GITHUB} and {AWS}"})
+    assert GITHUB not in repr(result.counts) and AWS not in repr(result.counts)
+
+
+def test_unknown_mode_is_an_error():
+    with pytest.raises(ValueError):
+        redact_body({"prompt": "x"}, "maybe")
