@@ -1,5 +1,11 @@
 """The model registry: models and their immutable versions."""
+from django.core.exceptions import ValidationError
 from django.db import models
+
+# Everything but the lifecycle status: frozen once a version leaves draft. Migration 0002's
+# database trigger enforces the same rule for writes that bypass save() (update(), raw SQL).
+FROZEN_FIELDS = ("model_id", "version", "artifact_uri", "checksum", "quantization", "dtype", "max_context",
+                 "engine_args", "created_at", "published_at")
 
 
 class ModelFamily(models.TextChoices):
@@ -61,3 +67,28 @@ class ModelVersion(models.Model):
 
     def __str__(self):
         return f"{self.model.name}@{self.version}"
+
+    @property
+    def is_draft(self) -> bool:
+        return self.status == VersionStatus.DRAFT
+
+    def save(self, *args, **kwargs):
+        self._refuse_changes_after_publish()
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        if self.pk is not None and not self.is_draft:
+            raise ValidationError({"status": f"{self} is {self.status}: retire it instead of deleting it."})
+        return super().delete(*args, **kwargs)
+
+    def _refuse_changes_after_publish(self) -> None:
+        """A published (or later) row keeps every field but its status, whoever saves it."""
+        stored = ModelVersion.objects.filter(pk=self.pk).values(*FROZEN_FIELDS, "status").first() if self.pk else None
+        if stored is None or stored["status"] == VersionStatus.DRAFT:
+            return
+        changed = [name for name in FROZEN_FIELDS if getattr(self, name) != stored[name]]
+        if self.status == VersionStatus.DRAFT:
+            changed.append("status")
+        if changed:
+            raise ValidationError({name.removesuffix("_id"): f"{stored['status'].capitalize()} versions are immutable; "
+                                   "create a new version instead." for name in changed})
