@@ -13,4 +13,5 @@ router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/members", MembershipViewSe
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/keys", ApiKeyViewSet, basename="api-key")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/quotas", QuotaPolicyViewSet, basename="quota")
 
-urlpatterns = router.urls + [path("", include("audit.api.urls")), path("", include("fleet.api.urls"))]
+urlpatterns = router.urls + [path("", include("audit.api.urls")), path("", include("fleet.api.urls")),
+                              path("", include("models_registry.api.urls"))]
