@@ -19,6 +19,7 @@ def events_visible_to(principal: Principal, perm: str) -> QuerySet:
 
 def apply_filters(events: QuerySet, params) -> QuerySet:
     """since/until (ISO-8601, until exclusive), tenant (slug), actor (label), action (exact or `prefix.`)."""
+    _reject_nul(params)
     since, until = _time(params, "since"), _time(params, "until")
     if since:
         events = events.filter(occurred_at__gte=since)
@@ -36,11 +37,21 @@ def apply_filters(events: QuerySet, params) -> QuerySet:
     return events
 
 
+def _reject_nul(params) -> None:
+    # PostgreSQL cannot compare text with a NUL byte: refuse it here rather than fail with a 500.
+    for name in FILTER_NAMES:
+        if "\x00" in (params.get(name) or ""):
+            raise ValidationError({name: "Null characters are not allowed."})
+
+
 def _time(params, name):
     raw = params.get(name)
     if not raw:
         return None
-    value = parse_datetime(raw)
+    try:
+        value = parse_datetime(raw)
+    except ValueError:  # well-formed but impossible, e.g. month 13
+        value = None
     if value is None or value.tzinfo is None:
         raise ValidationError({name: "Use an ISO-8601 date-time with a timezone, e.g. 2026-11-30T00:00:00Z."})
     return value

@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.http import JsonResponse
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 
@@ -16,5 +17,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
     path("console/", include("console.urls")),
+    # One sign-in page for everyone: the admin's own form would be a second, unthrottled one.
+    path("admin/login/", RedirectView.as_view(pattern_name="console:login", query_string=True)),
     path("admin/", admin.site.urls),
 ]

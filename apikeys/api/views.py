@@ -57,20 +57,28 @@ class ApiKeyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveMo
     @extend_schema(request=None, responses=s.ApiKeySerializer)
     @action(detail=True, methods=["post"])
     def revoke(self, request, tenant_slug=None, pk=None):
-        key = services.revoke_api_key(self.get_object(), actor=Actor.from_request(request))
+        key = services.revoke_api_key(self._manageable_key(), actor=Actor.from_request(request))
         return Response(s.ApiKeySerializer(key).data)
 
     def destroy(self, request, tenant_slug=None, pk=None):
         """DELETE revokes (keys are kept for the record, never erased)."""
-        services.revoke_api_key(self.get_object(), actor=Actor.from_request(request))
+        services.revoke_api_key(self._manageable_key(), actor=Actor.from_request(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=s.ApiKeyRotateSerializer, responses={201: s.MintedKeySerializer})
     @action(detail=True, methods=["post"])
     def rotate(self, request, tenant_slug=None, pk=None):
-        key = self.get_object()
+        key = self._manageable_key()
         serializer = s.ApiKeyRotateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         minted = services.rotate_api_key(key, grace_seconds=serializer.validated_data.get("grace_seconds"),
                                          actor=Actor.from_request(request))
         return Response(s.minted_response(minted), status=status.HTTP_201_CREATED)
+
+    def _manageable_key(self) -> ApiKey:
+        """The URL's key, unless its role outranks the caller's: rotating it would mint a
+        credential above one's own role, and revoking it would edit a higher-ranked member."""
+        key = self.get_object()
+        if not outranks_or_equals(effective_role(self.principal, self.get_tenant()), key.role):
+            raise PermissionDenied("Your role cannot manage a key with a role above your own.")
+        return key

@@ -1,4 +1,5 @@
 """Quota policies of one tenant."""
+import django_filters
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.exceptions import ValidationError
@@ -15,12 +16,20 @@ from tenants.roles import Perm
 SUBJECT_FIELDS = ("api_key_id", "user_id")
 
 
+class QuotaPolicyFilter(django_filters.FilterSet):
+    """Plain id filters: a model-choice filter would answer "not a valid choice" for ids that do not
+    exist anywhere but not for another tenant's ids, telling a caller which ids exist elsewhere."""
+
+    api_key = django_filters.NumberFilter(field_name="api_key_id", min_value=1, max_value=2**63 - 1)
+    user = django_filters.NumberFilter(field_name="user_id", min_value=1, max_value=2**63 - 1)
+
+
 class QuotaPolicyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
     queryset = QuotaPolicy.objects.select_related("api_key", "user")
     serializer_class = QuotaPolicySerializer
     read_perms = (Perm.VIEW_QUOTAS, Perm.MANAGE_QUOTAS)
     write_perms = (Perm.MANAGE_QUOTAS,)
-    filterset_fields = ["api_key", "user"]
+    filterset_class = QuotaPolicyFilter
 
     def create(self, request, tenant_slug=None):
         serializer = QuotaPolicySerializer(data=request.data)
