@@ -15,13 +15,17 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 deps: $(STAMP)
 
+# The CPU build of vLLM in its own virtualenv. Where it cannot be built, `make run` falls back to
+# the simulator and vllm-marked tests skip — unless SWITCHYARD_REQUIRE_ENGINE=1 (CI), which fails.
 engine:
-	scripts/install_engine.sh
+	@scripts/install_engine.sh || { \
+	  if [ "$${SWITCHYARD_REQUIRE_ENGINE:-0}" = 1 ]; then echo "engine virtualenv could not be built"; exit 1; fi; \
+	  echo "NOTICE: the vLLM engine virtualenv could not be built; using the simulator instead"; }
 
-run: $(STAMP)
+run: $(STAMP) engine
 	$(PY) scripts/run.py
 
-test: $(STAMP)
+test: $(STAMP) engine
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
