@@ -1,0 +1,178 @@
+"""The gateway: a plain ASGI callable (no Django request handling) with its own lifespan.
+
+Start-up opens one shared aiohttp session to the engines, one Redis client, loads the first
+snapshot and starts three background tasks: the snapshot refresher, the usage writer and
+(inside the refresher) the probe that readmits ejected engines.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from gateway import errors
+from gateway.auth import active_tenant, authenticate
+from gateway.balancer import Balancer
+from gateway.config import GatewayConfig
+from gateway.http import JSON_HEADERS, request_id, send_error, send_plain_error, send_response
+from gateway.inference import InferenceHandler
+from gateway.keycache import KeyCache
+from gateway.limits import Limiter
+from gateway.metering import UsageRecorder, write_batch
+from gateway.metrics import GatewayMetrics
+from gateway.proxy import Timeouts
+from gateway.refresher import SnapshotRefresher, load_current
+from gateway.snapshot import Snapshot
+from gateway.snapshot_loader import load_key
+
+log = logging.getLogger("gateway")
+ROUTES = {
+    "/v1/chat/completions": "POST",
+    "/v1/completions": "POST",
+    "/v1/models": "GET",
+    "/metrics": "GET",
+    "/healthz": "GET",
+}
+
+
+@dataclass
+class GatewayState:
+    """What requests share while the gateway runs; built at start-up, torn down at shutdown."""
+
+    config: GatewayConfig
+    metrics: GatewayMetrics
+    keys: KeyCache
+    balancer: Balancer
+    limiter: Limiter
+    recorder: UsageRecorder
+    session: aiohttp.ClientSession
+    timeouts: Timeouts
+    redis: object
+    snapshot: Snapshot = field(default_factory=Snapshot)
+    started_at: float = field(default_factory=time.time)
+
+
+class GatewayApp:
+    """The ASGI application. One instance per process; nothing global."""
+
+    def __init__(self, config: GatewayConfig, *, usage_writer=write_batch):
+        self.config = config
+        self.metrics = GatewayMetrics()
+        self._usage_writer = usage_writer
+        self.state: GatewayState | None = None
+        self.refresher: SnapshotRefresher | None = None
+        self._inference: InferenceHandler | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _http(self, scope, receive, send) -> None:
+        path, method = scope["path"], scope["method"]
+        if path == "/v1/chat/completions" and method == "POST":
+            return await self._inference.handle(scope, receive, send, "chat")
+        if path == "/v1/completions" and method == "POST":
+            return await self._inference.handle(scope, receive, send, "completions")
+        rid = request_id(scope)
+        expected = ROUTES.get(path)
+        if expected is None:
+            return await send_plain_error(send, 404, "not_found", f"No route {path}.", rid)
+        if method != expected:
+            return await send_plain_error(send, 405, "method_not_allowed", f"Use {expected} for {path}.", rid)
+        if path == "/v1/models":
+            return await self._models(scope, send, rid)
+        if path == "/metrics":
+            return await self._metrics(send, rid)
+        await self._healthz(send, rid)
+
+    async def _models(self, scope, send, rid: str) -> None:
+        """The models this key may use and that have a routable engine for its tenant."""
+        try:
+            key = await authenticate(scope, self.state.keys)
+            active_tenant(self.state.snapshot, key)
+        except errors.GatewayError as error:
+            return await send_error(send, error, rid)
+        created = int(self.state.started_at)
+        data = [{"id": name, "object": "model", "created": created, "owned_by": "switchyard"}
+                for name in self.state.snapshot.models_for(key)]
+        body = json.dumps({"object": "list", "data": data}).encode()
+        await send_response(send, 200, body, [*JSON_HEADERS, (b"x-request-id", rid.encode())])
+
+    async def _metrics(self, send, rid: str) -> None:
+        self.metrics.usage_pending.set(self.state.recorder.pending)
+        await send_response(send, 200, self.metrics.render(),
+                            [(b"content-type", CONTENT_TYPE_LATEST.encode()), (b"x-request-id", rid.encode())])
+
+    async def _healthz(self, send, rid: str) -> None:
+        age = time.monotonic() - self.state.snapshot.loaded_at
+        body = json.dumps({"status": "ok", "snapshot_age_seconds": round(age, 3)}).encode()
+        await send_response(send, 200, body, [*JSON_HEADERS, (b"x-request-id", rid.encode())])
+
+    async def _lifespan(self, receive, send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:
+                    log.exception("gateway start-up failed")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def startup(self) -> None:
+        """Open the shared clients, load the first snapshot, start the background tasks."""
+        self.state = state = self._build_state()
+        self.refresher = SnapshotRefresher(state, self.config.refresh_seconds)
+        self.refresher.install(await load_current(self.config.default_user_rpm))
+        self._inference = InferenceHandler(state)
+        self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),
+                       asyncio.create_task(state.recorder.run(), name="gateway-usage-writer")]
+
+    def _build_state(self) -> GatewayState:
+        import redis.asyncio as aioredis
+
+        config = self.config
+        timeouts = Timeouts(config.connect_timeout, config.first_byte_timeout, config.idle_timeout)
+        # limit=0: no client-side connection cap; engines and the limits decide concurrency.
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout))
+        redis = aioredis.from_url(config.redis_url)
+        return GatewayState(
+            config=config, metrics=self.metrics,
+            keys=KeyCache(lambda key_hash: asyncio.to_thread(load_key, key_hash),
+                          size=config.key_cache_size, negative_ttl=config.negative_key_ttl),
+            balancer=Balancer(self.metrics, eject_after=config.eject_after_failures),
+            limiter=Limiter(redis, self.metrics),
+            recorder=UsageRecorder(self._usage_writer, flush_seconds=config.usage_flush_seconds,
+                                   batch_size=config.usage_batch),
+            session=session, timeouts=timeouts, redis=redis)
+
+    async def shutdown(self) -> None:
+        """Stop the tasks, write every buffered usage event, close the clients."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.state is None:
+            return
+        await self.state.recorder.flush()
+        await self.state.session.close()
+        await self.state.redis.aclose()
+
+
+def build_app(**overrides) -> GatewayApp:
+    """The gateway configured from Django settings (call after `django.setup()`)."""
+    return GatewayApp(GatewayConfig.from_settings(**overrides))

@@ -1,0 +1,51 @@
+"""Who is calling: the Bearer key, checked against the key cache and the snapshot."""
+from __future__ import annotations
+
+import time
+
+from apikeys.keyformat import hash_key, is_well_formed
+from gateway import errors
+from gateway.http import header
+from gateway.keycache import KeyCache
+from gateway.snapshot import KeyInfo, Snapshot, TenantInfo
+
+INFERENCE_SCOPE = "inference"
+
+
+def bearer_token(scope: dict) -> str:
+    """The raw key from `Authorization: Bearer <key>`; nothing else is accepted."""
+    value = header(scope, b"authorization")
+    if not value:
+        raise errors.missing_key()
+    kind, _, token = value.decode("latin-1").partition(" ")
+    if kind.lower() != "bearer" or not token.strip():
+        raise errors.missing_key()
+    return token.strip()
+
+
+async def authenticate(scope: dict, keys: KeyCache) -> KeyInfo:
+    """A usable key with the inference scope, or a 401/403 GatewayError."""
+    raw = bearer_token(scope)
+    if not is_well_formed(raw):  # typos and junk never reach the cache or the database
+        raise errors.invalid_key()
+    key = await keys.get(hash_key(raw))
+    if key is None:
+        raise errors.invalid_key()
+    state = key.state(time.time())
+    if state == "revoked":
+        raise errors.revoked_key()
+    if state == "expired":
+        raise errors.expired_key()
+    if INFERENCE_SCOPE not in key.scopes:
+        raise errors.scope_missing()
+    return key
+
+
+def active_tenant(snapshot: Snapshot, key: KeyInfo) -> TenantInfo:
+    """The key's tenant if it may send traffic; keys bound to no tenant may not."""
+    tenant = snapshot.tenants.get(key.tenant_id) if key.tenant_id is not None else None
+    if tenant is None:
+        raise errors.GatewayError(403, "tenant_required", "This API key is not bound to a tenant.")
+    if not tenant.active:
+        raise errors.tenant_suspended()
+    return tenant

@@ -1,0 +1,109 @@
+"""Which engine gets a request: routable candidates, the pool's policy, in-flight counts, ejection.
+
+The routing decision itself belongs to `gateway.policies` (pure functions of their inputs);
+this module owns the gateway's live state around it: how many requests each engine has in
+flight, which engines failed too often in a row and are out of rotation until a probe of
+their /health succeeds again.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from gateway.policies.latency_ewma import ewma
+from gateway.routing_adapter import PolicyChooser
+from gateway.snapshot import Pool, Upstream
+
+log = logging.getLogger("gateway.balancer")
+
+
+@dataclass(frozen=True, slots=True)
+class RouteHints:
+    """What the policy may use besides the candidates: the body and the caller's hints."""
+
+    body: dict
+    kind: str  # "completions" or "chat"
+    model: str
+    affinity: str | None = None
+    tenant_id: int | None = None
+
+
+class Balancer:
+    """Live per-engine state shared by all requests of one gateway process."""
+
+    def __init__(self, metrics, *, eject_after: int):
+        self._metrics = metrics
+        self._eject_after = eject_after
+        self._chooser = PolicyChooser()
+        self.outstanding: dict[int, int] = {}
+        self.ttft: dict[int, float] = {}
+        self._failures: dict[int, int] = {}
+        self.ejected: dict[int, Upstream] = {}
+
+    def choose(self, pools: tuple[Pool, ...], hints: RouteHints, exclude: set[int]) -> Upstream | None:
+        """An engine for this request, or None when no healthy one is left."""
+        unusable = exclude | set(self.ejected) if self.ejected else exclude
+        live = {"outstanding": self.outstanding, "ttft": self.ttft, "unusable": unusable}
+        return self._chooser.choose(pools, hints, live)
+
+    def observe_ttft(self, upstream: Upstream, seconds: float) -> None:
+        """Feed the latency EWMA policy (first byte after the request went out)."""
+        self.ttft[upstream.instance_id] = ewma(self.ttft.get(upstream.instance_id), seconds)
+
+    def acquire(self, upstream: Upstream) -> None:
+        count = self.outstanding.get(upstream.instance_id, 0) + 1
+        self.outstanding[upstream.instance_id] = count
+        self._metrics.outstanding.labels(str(upstream.instance_id)).set(count)
+
+    def release(self, upstream: Upstream) -> None:
+        count = max(0, self.outstanding.get(upstream.instance_id, 0) - 1)
+        self.outstanding[upstream.instance_id] = count
+        self._metrics.outstanding.labels(str(upstream.instance_id)).set(count)
+
+    def succeeded(self, upstream: Upstream) -> None:
+        self._failures.pop(upstream.instance_id, None)
+
+    def failed(self, upstream: Upstream, kind: str) -> None:
+        """Count a failure; the Nth in a row takes the engine out of rotation."""
+        self._metrics.upstream_errors.labels(str(upstream.instance_id), kind).inc()
+        failures = self._failures.get(upstream.instance_id, 0) + 1
+        self._failures[upstream.instance_id] = failures
+        if failures >= self._eject_after and upstream.instance_id not in self.ejected:
+            log.warning("ejecting instance %s after %d failures in a row", upstream.instance_id, failures)
+            self.ejected[upstream.instance_id] = upstream
+            self._metrics.ejections.labels(str(upstream.instance_id)).inc()
+
+    def readmit(self, instance_id: int) -> None:
+        self.ejected.pop(instance_id, None)
+        self._failures.pop(instance_id, None)
+
+    def forget_missing(self, live_ids: set[int]) -> None:
+        """Drop state for engines the snapshot no longer lists (stopped, failed, replaced)."""
+        for table in (self.ejected, self._failures, self.ttft):
+            for instance_id in [i for i in table if i not in live_ids]:
+                del table[instance_id]
+        for instance_id in [i for i, n in self.outstanding.items() if n == 0 and i not in live_ids]:
+            del self.outstanding[instance_id]
+            try:
+                self._metrics.outstanding.remove(str(instance_id))
+            except KeyError:
+                pass
+
+    async def probe_ejected(self, session, timeout: float) -> None:
+        """Readmit every ejected engine whose /health answers 200."""
+        for upstream in list(self.ejected.values()):
+            if await _healthy(session, upstream.url, timeout):
+                log.info("readmitting instance %s: /health answered", upstream.instance_id)
+                self.readmit(upstream.instance_id)
+
+
+async def _healthy(session, url: str, timeout: float) -> bool:
+    import aiohttp
+
+    try:
+        async with asyncio.timeout(timeout):
+            async with session.get(url + "/health") as response:
+                return response.status == 200
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return False

@@ -1,0 +1,32 @@
+"""The gateway's knobs, read once from Django settings (themselves from the environment)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """Everything the running gateway needs to know; built once at start."""
+
+    redis_url: str
+    max_body_bytes: int = 32 * 1024 * 1024
+    connect_timeout: float = 2.0
+    first_byte_timeout: float = 60.0
+    idle_timeout: float = 30.0
+    refresh_seconds: float = 0.3
+    eject_after_failures: int = 3
+    key_cache_size: int = 10_000
+    negative_key_ttl: float = 2.0
+    usage_flush_seconds: float = 1.0
+    usage_batch: int = 500
+    default_user_rpm: int = 120
+
+    @classmethod
+    def from_settings(cls, **overrides) -> "GatewayConfig":
+        """Read `SWITCHYARD_GATEWAY_*` settings; keyword overrides win (tests use them)."""
+        from django.conf import settings
+
+        values = {name: getattr(settings, "SWITCHYARD_GATEWAY_" + name.upper())
+                  for name in cls.__dataclass_fields__ if name != "default_user_rpm"}
+        values["default_user_rpm"] = settings.SWITCHYARD_DEFAULT_USER_RPM
+        return cls(**{**values, **overrides})

@@ -1,0 +1,221 @@
+"""One inference request, in one pass: key → tenant → model → limits → redaction → route → relay → meter.
+
+The body is parsed once. Every request that got past authentication leaves exactly one
+usage record, written in `handle`'s `finally`, whatever happened in between.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from gateway import errors
+from gateway.auth import active_tenant, authenticate
+from gateway.balancer import RouteHints
+from gateway.http import ClientGone, JSON_HEADERS, header, read_body, request_id
+from gateway.metering import RequestRecord
+from gateway.payload import (BATCH_PRIORITY, DEFAULT_COMPLETION_RESERVE, estimate_prompt_tokens, max_tokens,
+                             parse_payload, upstream_body, wants_usage)
+from gateway.proxy import ClientStream, UpstreamFailure, open_upstream, relay_json, relay_stream
+from gateway.redaction import redact_body
+from gateway.snapshot import KeyInfo, Pool, TenantInfo
+from gateway.sse import SseRelay
+
+CANCELLED_STATUS = 499  # what nginx logs for a client that went away; never sent
+
+
+@dataclass(slots=True)
+class Call:
+    """An authenticated, parsed request for a model this key may use."""
+
+    kind: str
+    key: KeyInfo
+    tenant: TenantInfo
+    pools: tuple[Pool, ...]
+    payload: dict
+    hints: RouteHints
+    batch: bool
+
+
+class InferenceHandler:
+    """Serves POST /v1/completions and /v1/chat/completions for one gateway."""
+
+    def __init__(self, state):
+        self.state = state
+
+    async def handle(self, scope: dict, receive, send, kind: str) -> None:
+        record = RequestRecord(request_id(scope), kind)
+        client = ClientStream(send, record.request_id)
+        watcher = None
+        try:
+            call = await self._prepare(scope, receive, record)
+            watcher = asyncio.ensure_future(_watch_disconnect(receive, asyncio.current_task(), client, record))
+            await self._admitted(call, client, record)
+        except errors.GatewayError as error:
+            await self._refuse(client, error, record)
+        except (ClientGone, OSError):  # gone while we read the body or wrote the answer
+            record.outcome = "cancelled"
+        except asyncio.CancelledError:
+            if record.outcome != "cancelled":
+                raise  # the server is shutting down: still metered below
+            asyncio.current_task().uncancel()
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            self._finish(record, client)
+
+    async def _prepare(self, scope: dict, receive, record: RequestRecord) -> Call:
+        """Authenticate, read and parse the body, and check the model; raises GatewayError."""
+        state = self.state
+        key = await authenticate(scope, state.keys)
+        snapshot = state.snapshot
+        record.tenant_id, record.api_key_prefix, record.user_id = key.tenant_id, key.prefix, key.user_id
+        tenant = active_tenant(snapshot, key)
+        payload = parse_payload(await read_body(scope, receive, state.config.max_body_bytes), record.endpoint)
+        record.model_name, record.streamed = payload["model"], bool(payload.get("stream"))
+        pools = snapshot.pools_for(tenant.id, payload["model"])
+        if pools is None:  # another tenant's dedicated model is as unknown as a made-up name
+            raise errors.model_not_found(payload["model"])
+        record.model_known = True
+        if not snapshot.model_allowed(key, payload["model"]):
+            raise errors.model_not_allowed(payload["model"])
+        affinity = header(scope, b"x-switchyard-affinity")
+        hints = RouteHints(payload, record.endpoint, payload["model"],
+                           affinity.decode("latin-1") if affinity else None, tenant.id)
+        batch = (header(scope, b"x-switchyard-priority") or b"").lower() == b"batch"
+        return Call(record.endpoint, key, tenant, pools, payload, hints, batch)
+
+    async def _admitted(self, call: Call, client: ClientStream, record: RequestRecord) -> None:
+        """Take the limits' reservation, then serve; the reservation is settled whatever happens."""
+        limiter = self.state.limiter
+        estimate = estimate_prompt_tokens(call.payload, call.kind)
+        reserve = estimate + (max_tokens(call.payload) or DEFAULT_COMPLETION_RESERVE)
+        admission = await limiter.admit(key=call.key, snapshot=self.state.snapshot, model=record.model_name,
+                                        reserve_tokens=reserve, request_id=record.request_id, batch=call.batch)
+        client.extra_headers = admission.headers
+        try:
+            self._redact(call, record)
+            await self._route(call, client, record, estimate, admission.token_cap)
+        finally:
+            # Shielded: a client that leaves must not leave its reservation behind.
+            used = record.prompt_tokens + record.completion_tokens
+            await asyncio.shield(limiter.settle(admission, used_tokens=used))
+
+    def _redact(self, call: Call, record: RequestRecord) -> None:
+        result = redact_body(call.payload, call.tenant.redaction_mode)
+        record.redactions = result.found
+        if result.blocked:
+            kinds = ", ".join(sorted(result.counts))
+            raise errors.bad_request("secret_detected", f"The request contains secrets ({kinds}); it was not sent.")
+        call.payload = result.body
+
+    async def _route(self, call: Call, client: ClientStream, record: RequestRecord, estimate: int,
+                     token_cap: int | None) -> None:
+        """Pick an engine, retrying once on another when the first fails before its first byte."""
+        state, tried, failure = self.state, set(), None
+        if token_cap is not None and not call.payload.get("stream"):
+            call.payload = _capped(call.payload, token_cap)
+        for attempt in range(2):
+            upstream = state.balancer.choose(call.pools, call.hints, tried)
+            if upstream is None:
+                break
+            if attempt:
+                state.metrics.retries.labels(record.model_name).inc()
+            tried.add(upstream.instance_id)
+            record.instance_id, record.model_version_id = upstream.instance_id, upstream.model_version_id
+            failure = await self._try(call, upstream, client, record, estimate, token_cap)
+            if failure is None or not failure.retryable:
+                break
+        if failure is not None:
+            raise failure.error
+        if not tried:
+            raise errors.no_capacity(record.model_name)
+
+    async def _try(self, call, upstream, client, record, estimate, token_cap) -> UpstreamFailure | None:
+        """One engine call; returns the failure to act on (None once the answer went out)."""
+        state = self.state
+        state.balancer.acquire(upstream)
+        try:
+            body, sent = self._encode(call, upstream), time.monotonic()
+            response = await open_upstream(state.session, upstream, call.kind, body, record.request_id,
+                                           state.timeouts)
+            state.balancer.succeeded(upstream)
+            state.balancer.observe_ttft(upstream, time.monotonic() - sent)
+            record.prompt_tokens = estimate  # until the engine's usage says otherwise
+            await self._relay(call, response, client, record, token_cap)
+            return None
+        except UpstreamFailure as failure:
+            state.balancer.failed(upstream, failure.kind)
+            if client.started:  # the stream already carries the error event
+                record.outcome = "timeout" if "timeout" in failure.kind else "upstream_error"
+                return None
+            return failure
+        finally:
+            state.balancer.release(upstream)
+
+    def _encode(self, call: Call, upstream) -> bytes:
+        pool = next(p for p in call.pools if p.deployment_id == upstream.deployment_id)
+        priority = BATCH_PRIORITY if call.batch and pool.supports_priority else None
+        return upstream_body(call.payload, salt=call.tenant.cache_salt if upstream.shared else None,
+                             priority=priority)
+
+    async def _relay(self, call: Call, response, client: ClientStream, record, token_cap) -> None:
+        idle = self.state.timeouts.idle
+        try:
+            if not call.payload.get("stream"):
+                return await relay_json(response, client, record, idle)
+            relay = SseRelay(strip_usage=not wants_usage(call.payload), token_cap=token_cap)
+            await relay_stream(response, client, record, relay, idle)
+            if relay.cut:
+                record.outcome = "rate_limited"
+        finally:
+            response.close()  # an unfinished answer closes the connection, which aborts the engine
+
+    async def _refuse(self, client: ClientStream, error: errors.GatewayError, record: RequestRecord) -> None:
+        if error.status == 429:
+            self.state.metrics.limit_rejections.labels(str(record.tenant_id or ""), error.code).inc()
+        if client.started:
+            return
+        client.extra_headers = [*client.extra_headers, *error.headers]
+        await client.whole(error.status, JSON_HEADERS, error.body())
+
+    def _finish(self, record: RequestRecord, client: ClientStream) -> None:
+        """Meter the request once; requests that never authenticated are only counted."""
+        record.status_code = client.status or CANCELLED_STATUS
+        record.outcome = record.outcome or _outcome(record.status_code)
+        self.state.metrics.observe_done(record)
+        if record.tenant_id is not None:
+            self.state.recorder.record(record.as_event())
+
+
+def _capped(payload: dict, cap: int) -> dict:
+    """A non-streaming request cannot be cut mid-way: ask the engine for at most `cap` tokens."""
+    asked = max_tokens(payload)
+    if asked is not None and asked <= cap:
+        return payload
+    capped = {**payload, "max_tokens": max(cap, 1)}
+    capped.pop("max_completion_tokens", None)
+    return capped
+
+
+def _outcome(status: int) -> str:
+    if status < 400:
+        return "ok"
+    if status == 429:
+        return "rate_limited"
+    if status == 504:
+        return "timeout"
+    if status == CANCELLED_STATUS:
+        return "cancelled"
+    return "client_error" if status < 500 else "upstream_error"
+
+
+async def _watch_disconnect(receive, task: asyncio.Task, client: ClientStream, record: RequestRecord) -> None:
+    """Cancel the request when its client goes away before the answer is complete."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            if not client.complete:
+                record.outcome = "cancelled"
+                task.cancel()
+            return

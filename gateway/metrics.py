@@ -1,0 +1,58 @@
+"""Prometheus series for the gateway, in a registry of its own (one per app, no globals)."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class GatewayMetrics:
+    """Every series the gateway exports; `render()` is the /metrics body."""
+
+    def __init__(self):
+        self.registry = registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("switchyard_gateway_requests", "Requests answered, by outcome.",
+                                ["status", "model", "tenant", "endpoint"], registry=registry)
+        self.ttft = Histogram("switchyard_gateway_ttft_seconds", "Time to the engine's first byte.",
+                              ["model"], buckets=LATENCY_BUCKETS, registry=registry)
+        self.latency = Histogram("switchyard_gateway_request_seconds", "Whole request latency.",
+                                 ["model", "endpoint"], buckets=LATENCY_BUCKETS, registry=registry)
+        self.tokens = Counter("switchyard_gateway_tokens", "Tokens metered, by kind.",
+                              ["model", "tenant", "kind"], registry=registry)
+        self.limit_rejections = Counter("switchyard_gateway_limit_rejections", "Requests refused by a limit.",
+                                        ["tenant", "reason"], registry=registry)
+        self.upstream_errors = Counter("switchyard_gateway_upstream_errors", "Failed engine calls.",
+                                       ["instance", "kind"], registry=registry)
+        self.retries = Counter("switchyard_gateway_retries", "Requests retried on another instance.",
+                               ["model"], registry=registry)
+        self.outstanding = Gauge("switchyard_gateway_outstanding_requests", "Requests in flight per engine.",
+                                 ["instance"], registry=registry)
+        self.ejections = Counter("switchyard_gateway_ejections", "Engines taken out of rotation.",
+                                 ["instance"], registry=registry)
+        self.snapshot_version = Gauge("switchyard_gateway_snapshot_loads", "Snapshots loaded since start.",
+                                      registry=registry)
+        self.usage_pending = Gauge("switchyard_gateway_usage_buffered", "Usage events waiting to be written.",
+                                   registry=registry)
+
+    def observe_done(self, record) -> None:
+        """Count one finished request from its usage record."""
+        tenant = str(record.tenant_id or "")
+        # Only names found in the snapshot become labels: clients cannot mint new series.
+        model = record.model_name if record.model_known else ""
+        self.requests.labels(str(record.status_code), model, tenant, record.endpoint).inc()
+        self.latency.labels(model, record.endpoint).observe(_seconds_since(record.started))
+        if record.ttft_ms is not None:
+            self.ttft.labels(model).observe(record.ttft_ms / 1000)
+        for kind, count in (("prompt", record.prompt_tokens), ("completion", record.completion_tokens),
+                            ("cached", record.cached_tokens)):
+            if count:
+                self.tokens.labels(model, tenant, kind).inc(count)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _seconds_since(started: float) -> float:
+    import time
+
+    return max(0.0, time.monotonic() - started)

@@ -1,0 +1,97 @@
+"""The request body: parsed once, checked enough to route and limit it, re-encoded per pool kind.
+
+Deeper validation (context length, sampling parameters) stays with the engine, whose 400s
+are passed through unchanged.
+"""
+from __future__ import annotations
+
+import json
+
+from gateway import errors
+
+CHARS_PER_TOKEN = 4  # a cheap prompt estimate for reservations; settled with the engine's count
+DEFAULT_COMPLETION_RESERVE = 256  # reserved when the client sets no max_tokens
+BATCH_PRIORITY = 10  # vLLM runs lower numbers first; interactive requests keep the default 0
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def parse_payload(body: bytes, kind: str) -> dict:
+    """A JSON object naming a model, with a prompt (completions) or messages (chat)."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise errors.bad_request("invalid_json", "The request body is not valid JSON.") from None
+    if not isinstance(payload, dict):
+        raise errors.bad_request("invalid_body", "The request body must be a JSON object.")
+    model = payload.get("model")
+    if not isinstance(model, str) or not model:
+        raise errors.bad_request("missing_model", "Name a model in the 'model' field.")
+    _check_input(payload, kind)
+    _check_fields(payload)
+    return payload
+
+
+def _check_input(payload: dict, kind: str) -> None:
+    if kind == "chat":
+        messages = payload.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise errors.bad_request("invalid_messages", "'messages' must be a non-empty list of objects.")
+    elif not isinstance(payload.get("prompt"), (str, list)):
+        raise errors.bad_request("invalid_prompt", "'prompt' must be a string or a list.")
+
+
+def _check_fields(payload: dict) -> None:
+    if not isinstance(payload.get("stream", False), bool):
+        raise errors.bad_request("invalid_stream", "'stream' must be true or false.")
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = payload.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise errors.bad_request("invalid_max_tokens", f"'{name}' must be a positive integer.")
+
+
+def max_tokens(payload: dict) -> int | None:
+    """The completion length the client asked for, if any."""
+    return payload.get("max_tokens") or payload.get("max_completion_tokens")
+
+
+def estimate_prompt_tokens(payload: dict, kind: str) -> int:
+    """Roughly how many tokens the prompt holds (characters / 4), before the engine counts."""
+    if kind == "chat":
+        chars = sum(_text_length(m.get("content")) for m in payload["messages"])
+    else:
+        chars = _text_length(payload.get("prompt"))
+    return chars // CHARS_PER_TOKEN + 1
+
+
+def _text_length(value) -> int:
+    """Characters of text in a prompt, a batch, token ids or chat content parts."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, int):  # a token id
+        return CHARS_PER_TOKEN
+    if isinstance(value, dict):
+        return _text_length(value.get("text"))
+    if isinstance(value, list):
+        return sum(_text_length(v) for v in value)
+    return 0
+
+
+def upstream_body(payload: dict, *, salt: str | None, priority: int | None) -> bytes:
+    """The body an engine gets: usage on streams, the tenant's cache salt, the priority."""
+    out = dict(payload)
+    out.pop("priority", None)  # the class comes from x-switchyard-priority, not from the body
+    if out.get("stream"):
+        out["stream_options"] = {**(out.get("stream_options") or {}), "include_usage": True}
+    if salt:
+        # Keep the client's own salt meaningful within the tenant, never across tenants.
+        client_salt = out.get("cache_salt")
+        out["cache_salt"] = f"{salt}:{client_salt}" if isinstance(client_salt, str) and client_salt else salt
+    if priority:
+        out["priority"] = priority
+    return _encode(out).encode()
+
+
+def wants_usage(payload: dict) -> bool:
+    """Did the client itself ask for the final usage chunk of a stream?"""
+    options = payload.get("stream_options")
+    return isinstance(options, dict) and bool(options.get("include_usage"))

@@ -1,0 +1,161 @@
+"""Calling an engine and relaying its answer: failover before the first byte, never after.
+
+Timeouts: connect (the session's), first byte (until the engine's response headers — for a
+non-streaming request that is the whole generation), idle (between body reads).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+
+import aiohttp
+
+from gateway import errors
+from gateway.http import JSON_HEADERS, SSE_HEADERS
+from gateway.snapshot import Upstream
+from gateway.sse import SseRelay
+
+log = logging.getLogger("gateway.proxy")
+PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+MAX_ERROR_BODY = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    connect: float
+    first_byte: float
+    idle: float
+
+
+class UpstreamFailure(Exception):
+    """An engine call that failed before its first byte; `retryable` says whether to try another."""
+
+    def __init__(self, kind: str, retryable: bool, error: errors.GatewayError):
+        super().__init__(kind)
+        self.kind = kind
+        self.retryable = retryable
+        self.error = error
+
+
+async def open_upstream(session: aiohttp.ClientSession, upstream: Upstream, kind: str, payload: bytes,
+                        rid: str, timeouts: Timeouts) -> aiohttp.ClientResponse:
+    """POST to the engine and wait for its response headers; 5xx and connect errors raise."""
+    try:
+        async with asyncio.timeout(timeouts.first_byte):
+            response = await session.post(upstream.url + PATHS[kind], data=payload,
+                                          headers={"content-type": "application/json", "x-request-id": rid})
+    except aiohttp.ConnectionTimeoutError:
+        raise UpstreamFailure("connect", True, errors.upstream_failed()) from None
+    except TimeoutError:
+        raise UpstreamFailure("first_byte_timeout", False, errors.upstream_timeout()) from None
+    except aiohttp.ClientError:  # refused, reset, closed before the headers
+        raise UpstreamFailure("connect", True, errors.upstream_failed()) from None
+    if response.status >= 500:
+        response.release()
+        raise UpstreamFailure(f"status_{response.status}", True, errors.upstream_failed())
+    return response
+
+
+class ClientStream:
+    """The client's side of the exchange: what status went out and whether the answer is complete."""
+
+    __slots__ = ("_send", "rid", "status", "complete", "extra_headers")
+
+    def __init__(self, send, rid: str):
+        self._send = send
+        self.rid = rid
+        self.status = 0
+        self.complete = False
+        self.extra_headers: list = []
+
+    @property
+    def started(self) -> bool:
+        return self.status != 0
+
+    async def start(self, status: int, headers: list, length: int | None = None) -> None:
+        headers = [*headers, (b"x-request-id", self.rid.encode()), *self.extra_headers]
+        if length is not None:
+            headers.append((b"content-length", str(length).encode()))
+        self.status = status
+        await self._send({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def body(self, data: bytes, more: bool) -> None:
+        self.complete = not more  # before the await: a disconnect seen after this is no cancellation
+        await self._send({"type": "http.response.body", "body": data, "more_body": more})
+
+    async def whole(self, status: int, headers: list, body: bytes) -> None:
+        await self.start(status, headers, len(body))
+        await self.body(body, False)
+
+
+async def relay_json(response: aiohttp.ClientResponse, client: ClientStream, record, idle: float) -> None:
+    """A non-streaming answer: read it whole, adopt its usage, send it on unchanged."""
+    async with asyncio.timeout(idle):
+        body = await response.read()
+    record.mark_first_byte()
+    if response.status == 200:
+        record.take_usage(_usage_of(body))
+    content_type = response.headers.get("content-type", "application/json").encode()
+    await client.whole(response.status, [(b"content-type", content_type)], body)
+
+
+def _usage_of(body: bytes) -> dict | None:
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None
+    return payload.get("usage") if isinstance(payload, dict) else None
+
+
+async def relay_stream(response: aiohttp.ClientResponse, client: ClientStream, record, relay: SseRelay,
+                       idle: float) -> None:
+    """SSE pass-through; ends the stream itself on an idle timeout, engine error or token cap."""
+    if response.status != 200:  # the engine refused the request (4xx): pass its JSON error on
+        return await relay_json(response, client, record, idle)
+    await client.start(200, SSE_HEADERS)
+    try:
+        await _pump(response, client, record, relay, idle)
+    except TimeoutError:
+        await _end_with_error(client, relay, 504, "upstream_timeout", "The model server stopped sending.")
+        raise UpstreamFailure("idle_timeout", False, errors.upstream_timeout()) from None
+    except aiohttp.ClientError:
+        await _end_with_error(client, relay, 502, "upstream_error", "The model server failed mid-stream.")
+        raise UpstreamFailure("mid_stream", False, errors.upstream_failed()) from None
+    finally:
+        if relay.usage:
+            record.take_usage(relay.usage)
+        else:
+            _bill_streamed(record, relay)
+    if relay.cut:
+        await _end_with_error(client, relay, 429, "budget_exceeded", "The token budget ran out mid-stream.")
+    elif not relay.finished:
+        await client.body(b"data: [DONE]\n\n", False)
+    else:
+        await client.body(b"", False)
+
+
+async def _pump(response, client: ClientStream, record, relay: SseRelay, idle: float) -> None:
+    reader = response.content
+    while True:
+        async with asyncio.timeout(idle):
+            chunk = await reader.readany()
+        if not chunk:
+            return
+        record.mark_first_byte()
+        out = relay.feed(chunk)
+        if out:
+            await client.body(out, True)
+        if relay.cut:
+            return  # the caller closes the engine's response, which aborts its generation
+
+
+def _bill_streamed(record, relay: SseRelay) -> None:
+    """No final usage chunk (cut, cancelled, failed): bill the tokens that were streamed."""
+    record.completion_tokens = max(record.completion_tokens, relay.streamed_tokens)
+
+
+async def _end_with_error(client: ClientStream, relay: SseRelay, status: int, code: str, message: str) -> None:
+    relay.finished = True
+    await client.body(errors.sse_error_event(status, code, message), False)

@@ -1,0 +1,58 @@
+"""The seam between the gateway's live state and the pure routing policies in `gateway.policies`."""
+from __future__ import annotations
+
+import logging
+
+from gateway.policies import Endpoint, NoEligibleEndpoint, PolicyName, RouteRequest, get_policy, prefix_key
+from gateway.snapshot import DEFAULT_POLICY, Pool, Upstream
+
+log = logging.getLogger("gateway.routing")
+KINDS = {"chat": "chat", "completions": "completion"}
+
+
+class PolicyChooser:
+    """One policy instance per set of pools (policies keep small per-pool state, like rings)."""
+
+    def __init__(self):
+        self._policies: dict[tuple, object] = {}
+
+    def choose(self, pools: tuple[Pool, ...], hints, live: dict) -> Upstream | None:
+        """The policy's pick among the pools' engines; None when none is eligible.
+
+        `live` holds this gateway's view per instance id: outstanding, ttft, unusable (ejected or
+        already tried for this request). Unusable engines stay in the list, marked ejected, so
+        a hash ring keeps its shape and only their keys move.
+        """
+        upstreams = {str(u.instance_id): u for pool in pools for u in pool.upstreams}
+        endpoints = [Endpoint(id=eid, url=u.url, outstanding=live["outstanding"].get(u.instance_id, 0),
+                              ttft_ewma=live["ttft"].get(u.instance_id),
+                              ejected=u.instance_id in live["unusable"])
+                     for eid, u in upstreams.items()]
+        policy = self._policy(pools)
+        request = RouteRequest(tenant_id=str(hints.tenant_id), model=hints.model, affinity_key=hints.affinity,
+                               prefix_key=self._prefix(policy, hints))
+        try:
+            return upstreams[policy.choose(endpoints, request).id]
+        except NoEligibleEndpoint:
+            return None
+
+    def _policy(self, pools: tuple[Pool, ...]):
+        shape = tuple(p.deployment_id for p in pools)
+        policy = self._policies.get(shape)
+        if policy is None:
+            policy = self._policies[shape] = _make(next((p.policy for p in pools if p.upstreams), DEFAULT_POLICY))
+        return policy
+
+    @staticmethod
+    def _prefix(policy, hints) -> str | None:
+        if hints.affinity or policy.name != PolicyName.PREFIX_AFFINITY:
+            return None  # only prefix affinity reads it: skip hashing the prompt otherwise
+        return prefix_key(hints.body, KINDS[hints.kind])
+
+
+def _make(name: str):
+    try:
+        return get_policy(name)
+    except ValueError:
+        log.warning("unknown routing policy %r; using %s", name, DEFAULT_POLICY)
+        return get_policy(DEFAULT_POLICY)

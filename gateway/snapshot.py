@@ -1,0 +1,136 @@
+"""The gateway's in-memory view of configuration: immutable, swapped whole on every change.
+
+Requests read one `Snapshot` object and never the database; `snapshot_loader` builds a new
+one in a thread when the version marker moves, and the refresher swaps the reference.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+DEFAULT_POLICY = "prefix_affinity"
+DEFAULT_REDACTION_MODE = "redact"
+
+
+def _empty() -> Mapping:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class TenantInfo:
+    """What a request needs to know about its tenant."""
+
+    id: int
+    slug: str
+    active: bool
+    redaction_mode: str = DEFAULT_REDACTION_MODE
+    cache_salt: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """One quota policy level (tenant, key or user); None means no limit at this level."""
+
+    level: str
+    subject_id: int
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    max_concurrent_requests: int | None = None
+    monthly_token_budget: int | None = None
+    monthly_budget_usd: float | None = None
+    allowed_models: frozenset[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    """An API key as the gateway caches it: never the raw key, never the hash."""
+
+    id: int
+    prefix: str
+    tenant_id: int | None
+    user_id: int | None
+    scopes: frozenset[str]
+    expires_at: float | None  # epoch seconds
+    revoked: bool
+
+    def state(self, now: float) -> str:
+        """active, revoked or expired at `now` (epoch seconds)."""
+        if self.revoked:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """One routable engine: a ready instance of an active deployment."""
+
+    instance_id: int
+    url: str
+    deployment_id: int
+    model_version_id: int
+    shared: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """An active deployment of a model and its ready instances (possibly none)."""
+
+    deployment_id: int
+    tenant_id: int | None
+    model_version_id: int
+    policy: str = DEFAULT_POLICY
+    supports_priority: bool = False
+    upstreams: tuple[Upstream, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything the hot path reads, as of one version marker."""
+
+    version: tuple = ()
+    tenants: Mapping[int, TenantInfo] = field(default_factory=_empty)
+    tenant_policies: Mapping[int, Limits] = field(default_factory=_empty)
+    key_policies: Mapping[int, Limits] = field(default_factory=_empty)
+    user_policies: Mapping[tuple[int, int], Limits] = field(default_factory=_empty)
+    pools: Mapping[str, tuple[Pool, ...]] = field(default_factory=_empty)
+    default_user_rpm: int = 120
+    loaded_at: float = field(default=0.0, compare=False)
+
+    def policies_for(self, key: KeyInfo) -> tuple[Limits, ...]:
+        """Every level that governs this key's requests; each is enforced on its own."""
+        found = (self.tenant_policies.get(key.tenant_id), self.key_policies.get(key.id),
+                 self.user_policies.get((key.tenant_id, key.user_id)) if key.user_id else None)
+        return tuple(level for level in found if level is not None)
+
+    def user_rpm(self, key: KeyInfo) -> int | None:
+        """A person's own rate: their policy's, else the default; service keys have none."""
+        if key.user_id is None:
+            return None
+        policy = self.user_policies.get((key.tenant_id, key.user_id))
+        return (policy and policy.requests_per_minute) or self.default_user_rpm
+
+    def model_allowed(self, key: KeyInfo, model: str) -> bool:
+        """True unless some applicable level has an allow-list without this model."""
+        return all(level.allowed_models is None or model in level.allowed_models
+                   for level in self.policies_for(key))
+
+    def pools_for(self, tenant_id: int | None, model: str) -> tuple[Pool, ...] | None:
+        """The tenant's dedicated pools of a model, else the shared ones; None if it has neither."""
+        pools = self.pools.get(model, ())
+        dedicated = tuple(p for p in pools if p.tenant_id is not None and p.tenant_id == tenant_id)
+        if any(p.upstreams for p in dedicated):
+            return dedicated
+        shared = tuple(p for p in pools if p.tenant_id is None)
+        return (dedicated + shared) or None
+
+    def models_for(self, key: KeyInfo) -> list[str]:
+        """Models this key may use and that have at least one routable instance for its tenant."""
+        names = []
+        for name in sorted(self.pools):
+            pools = self.pools_for(key.tenant_id, name)
+            if pools and any(p.upstreams for p in pools) and self.model_allowed(key, name):
+                names.append(name)
+        return names

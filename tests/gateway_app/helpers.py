@@ -1,0 +1,166 @@
+"""Processes and rows the gateway tests need: simulator engines, an in-process gateway, a fleet."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from audit.services import record_event
+from tests.factories import SYSTEM
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class SimulatorProcess:
+    """A real `python -m simulator` engine in its own process group."""
+
+    proc: subprocess.Popen
+    url: str
+
+    @classmethod
+    def start(cls, model: str, *args: str) -> "SimulatorProcess":
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "simulator", "--port", str(port), "--served-model-name", model,
+                                 *args], cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        process = cls(proc, f"http://127.0.0.1:{port}")
+        process.wait_healthy()
+        return process
+
+    def wait_healthy(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"simulator exited: {self.proc.stderr.read().decode()}")
+            try:
+                if httpx.get(self.url + "/health", timeout=0.5).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("simulator did not become healthy")
+
+    def stop(self) -> None:
+        """SIGKILL the group: also how a test makes an engine die under load."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+
+class GatewayServer:
+    """The gateway app served by uvicorn in a thread of the test process (same settings and DB)."""
+
+    def __init__(self, app, server: uvicorn.Server, thread: threading.Thread, port: int):
+        self.app, self.server, self.thread = app, server, thread
+        self.url = f"http://127.0.0.1:{port}"
+
+    @classmethod
+    def start(cls, **overrides) -> "GatewayServer":
+        from gateway.app import build_app
+
+        overrides.setdefault("usage_flush_seconds", 0.2)
+        app = build_app(**overrides)
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                               lifespan="on", access_log=False, loop="uvloop", http="httptools"))
+        thread = threading.Thread(target=server.run, daemon=True, name=f"gateway-{port}")
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the gateway did not start")
+            time.sleep(0.01)
+        return cls(app, server, thread, port)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+
+    def models(self, raw_key: str) -> httpx.Response:
+        return httpx.get(self.url + "/v1/models", headers={"authorization": f"Bearer {raw_key}"}, timeout=10)
+
+    def wait_until_serving(self, raw_key: str, model: str, timeout: float = 5.0) -> None:
+        """Until the key lists the model (the snapshot caught up with the rows just written)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            response = self.models(raw_key)
+            if response.status_code == 200 and model in {m["id"] for m in response.json()["data"]}:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"the gateway never served {model}: {response.status_code} {response.text}")
+
+    def wait_synced(self, timeout: float = 5.0) -> None:
+        """Until the gateway's snapshot carries the database's current version marker."""
+        from gateway.snapshot_loader import version_marker
+
+        target = version_marker()
+        deadline = time.monotonic() + timeout
+        while self.app.state.snapshot.version != target:
+            if time.monotonic() > deadline:
+                raise AssertionError("the gateway's snapshot did not catch up")
+            time.sleep(0.02)
+
+    def post(self, path: str, raw_key: str | None, body, **kwargs) -> httpx.Response:
+        headers = kwargs.pop("headers", {})
+        if raw_key is not None:
+            headers["authorization"] = f"Bearer {raw_key}"
+        send = {"content": body} if isinstance(body, (bytes, str)) else {"json": body}
+        return httpx.post(self.url + path, headers=headers, timeout=kwargs.pop("timeout", 30), **send, **kwargs)
+
+
+def make_model_version(name: str, **fields):
+    """A version row (draft: SQLite's flush between transactional tests may delete only drafts)."""
+    from models_registry.models import Model, ModelVersion
+
+    model, _ = Model.objects.get_or_create(name=name)
+    return ModelVersion.objects.create(model=model, version=f"v{ModelVersion.objects.count() + 1}",
+                                       artifact_uri=f"tests/{name}", **fields)
+
+
+def add_deployment(version, *, tenant, name: str, urls: list[str], **fields):
+    """An active deployment with one ready instance per URL, committed and audited like the service does."""
+    from fleet.models import Deployment, Instance, RuntimeBackend
+    from fleet.states import InstanceState
+
+    with transaction.atomic():
+        deployment = Deployment.objects.create(tenant=tenant, name=name, model_version=version,
+                                               runtime_backend=RuntimeBackend.SIMULATOR, **fields)
+        record_event(actor=SYSTEM, action="fleet.deployment.create", tenant=tenant, target=deployment)
+        for url in urls:
+            Instance.objects.create(deployment=deployment, state=InstanceState.READY, endpoint_url=url,
+                                    ready_at=timezone.now())
+    return deployment
+
+
+def bump_config_version() -> None:
+    """An audited no-op change: moves the version marker like any configuration write."""
+    record_event(actor=SYSTEM, action="tests.touch")
+
+
+def usage_rows(**filters) -> list:
+    from usage.models import UsageEvent
+
+    return list(UsageEvent.objects.filter(**filters).order_by("occurred_at"))
+
+
+def uses_redis() -> bool:
+    return bool(settings.SWITCHYARD_GATEWAY_REDIS_URL)
