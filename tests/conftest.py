@@ -3,6 +3,8 @@
 alice owns tenant A, bob owns tenant B, charlie is platform staff. Each owner also has an
 admin-scoped API key. Isolation tests are then one line: alice's credentials on B's objects.
 """
+import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,6 +23,20 @@ def _allow_audit_maintenance(sender, connection, **kwargs):
 
 
 connection_created.connect(_allow_audit_maintenance, dispatch_uid="tests_audit_maintenance")
+
+ENGINE_PYTHON = Path(__file__).resolve().parent.parent / ".venv-engine" / "bin" / "python"
+
+
+def pytest_collection_modifyitems(config, items):
+    """`vllm` tests need .venv-engine: skipped without it, except in CI where its absence fails."""
+    if ENGINE_PYTHON.exists():
+        return
+    if os.environ.get("SWITCHYARD_REQUIRE_ENGINE") == "1":
+        raise pytest.UsageError(f"SWITCHYARD_REQUIRE_ENGINE=1 but {ENGINE_PYTHON} is missing (make engine)")
+    skip = pytest.mark.skip(reason="no .venv-engine: run `make engine` to build the CPU vLLM")
+    for item in items:
+        if "vllm" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture
