@@ -213,6 +213,21 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 5.0,
         "options": {"expires": 4},
     },
+    "usage-roll-up-recent": {
+        "task": "usage.roll_up_recent",
+        "schedule": 300.0,
+        "options": {"expires": 240},
+    },
+    "usage-prune-events": {
+        "task": "usage.prune_events",
+        "schedule": 3600.0,
+        "options": {"expires": 3000},
+    },
+    "usage-enforce-budgets": {
+        "task": "usage.enforce_budgets",
+        "schedule": 60.0,
+        "options": {"expires": 50},
+    },
 }
 
 # --- Fleet (docs/fleet.md) ---
@@ -241,6 +256,17 @@ SWITCHYARD_GATEWAY_KEY_CACHE_SIZE = env_int("SWITCHYARD_GATEWAY_KEY_CACHE_SIZE",
 SWITCHYARD_GATEWAY_NEGATIVE_KEY_TTL = env_float("SWITCHYARD_GATEWAY_NEGATIVE_KEY_TTL", 2.0)
 SWITCHYARD_GATEWAY_USAGE_FLUSH_SECONDS = env_float("SWITCHYARD_GATEWAY_USAGE_FLUSH_SECONDS", 1.0)
 SWITCHYARD_GATEWAY_USAGE_BATCH = env_int("SWITCHYARD_GATEWAY_USAGE_BATCH", 500, minimum=1)
+
+# --- Usage and cost (docs/usage-and-cost.md) ---
+SWITCHYARD_USAGE_RETENTION_DAYS = env_int("SWITCHYARD_USAGE_RETENTION_DAYS", 30, minimum=1, maximum=3660)
+# Each periodic run recomputes this many most recent hours (the current one included): late events land.
+SWITCHYARD_USAGE_RECOMPUTE_HOURS = env_int("SWITCHYARD_USAGE_RECOMPUTE_HOURS", 3, minimum=1, maximum=48)
+SWITCHYARD_USAGE_PRUNE_BATCH = env_int("SWITCHYARD_USAGE_PRUNE_BATCH", 10_000, minimum=100, maximum=1_000_000)
+SWITCHYARD_USAGE_PRUNE_MAX_BATCHES = env_int("SWITCHYARD_USAGE_PRUNE_MAX_BATCHES", 100, minimum=1)
+# Engine work = prefill weight × uncached prompt tokens + decode weight × completion tokens.
+SWITCHYARD_COST_PREFILL_WEIGHT = env_float("SWITCHYARD_COST_PREFILL_WEIGHT", 1.0)
+SWITCHYARD_COST_DECODE_WEIGHT = env_float("SWITCHYARD_COST_DECODE_WEIGHT", 4.0)
+SWITCHYARD_COST_CPU_CORES_PER_INSTANCE = env_int("SWITCHYARD_COST_CPU_CORES_PER_INSTANCE", 4, minimum=1, maximum=1024)
 
 LOG_LEVEL = env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
 LOGGING = {

@@ -1,0 +1,1 @@
+"""GPU-true cost: instance GPU-seconds × hourly price, shared by engine work, idle capacity apart."""

@@ -1,0 +1,72 @@
+"""One hour's cost rows: instance spans × prices, shared out by `allocation`."""
+import logging
+from collections import defaultdict
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from usage.cost.allocation import CostShare, InstanceHour, allocate, busy_seconds, micro
+from usage.cost.capacity import InstanceSpan, instance_spans
+from usage.cost.prices import price_table
+from usage.models import UsageEvent
+from usage.work import engine_work
+
+logger = logging.getLogger(__name__)
+HOUR = timedelta(hours=1)
+
+
+def hour_shares(hour_start: datetime, now: datetime) -> list[CostShare]:
+    """Cost shares of every instance that was up in the hour starting at `hour_start` (up to `now`)."""
+    hour_end = min(hour_start + HOUR, now)
+    spans = instance_spans(hour_start, hour_end)
+    if not spans:
+        return []
+    served = served_requests(hour_start, hour_start + HOUR, [span.instance_id for span in spans])
+    prices = price_table(hour_start)
+    shares: list[CostShare] = []
+    for span in spans:
+        window = (max(span.up_from, hour_start), min(span.up_to or hour_end, hour_end))
+        if window[1] > window[0]:
+            shares += allocate(instance_hour(span, window, prices, served.get(span.instance_id, ([], {}))))
+    return shares
+
+
+def instance_hour(span: InstanceSpan, window, prices: dict, served) -> InstanceHour:
+    """The instance's GPU-seconds and cost inside `window`, with the busy time and work of its requests."""
+    intervals, work = served
+    up_seconds = (window[1] - window[0]).total_seconds()
+    gpu_seconds = micro(Decimal(repr(up_seconds)) * span.units)
+    price = prices.get(span.resource)
+    if price is None:
+        logger.warning("no price for %s: instance %s counted at $0", span.resource, span.instance_id)
+    cost = micro(gpu_seconds * (price or Decimal(0)) / 3600)
+    busy = busy_seconds(intervals, window[0].timestamp(), window[1].timestamp())
+    return InstanceHour(deployment_id=span.deployment_id, owner_tenant_id=span.owner_tenant_id,
+                        model_version_id=span.model_version_id, quantization=span.quantization,
+                        gpu_seconds=gpu_seconds, cost_usd=cost, up_seconds=up_seconds, busy_seconds=busy,
+                        work_by_tenant=work)
+
+
+def served_requests(start: datetime, end: datetime, instance_ids: list[int]) -> dict:
+    """instance id → (request intervals in epoch seconds, engine work by tenant) of requests finished in [start, end)."""
+    served: dict = defaultdict(lambda: ([], defaultdict(float)))
+    rows = UsageEvent.objects.filter(occurred_at__gte=start, occurred_at__lt=end, instance_id__in=instance_ids)
+    for instance_id, tenant_id, finished, latency_ms, prompt, cached, completion in rows.values_list(
+            "instance_id", "tenant_id", "occurred_at", "latency_ms", "prompt_tokens", "cached_tokens",
+            "completion_tokens").iterator(chunk_size=5000):
+        intervals, work = served[instance_id]
+        end_s = finished.timestamp()
+        intervals.append((end_s - latency_ms / 1000.0, end_s))
+        work[tenant_id] += engine_work(prompt, cached, completion)
+    return served
+
+
+def merge_shares(shares: list[CostShare]) -> dict[tuple, dict]:
+    """Sum shares per (tenant, model version, quantization, deployment, kind)."""
+    merged: dict[tuple, dict] = {}
+    for share in shares:
+        key = (share.tenant_id, share.model_version_id, share.quantization, share.deployment_id, share.kind)
+        row = merged.setdefault(key, {"gpu_seconds": Decimal(0), "cost_usd": Decimal(0), "engine_work": 0.0})
+        row["gpu_seconds"] += share.gpu_seconds
+        row["cost_usd"] += share.cost_usd
+        row["engine_work"] += share.engine_work
+    return merged
