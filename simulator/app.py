@@ -181,7 +181,10 @@ class SimulatorApp:
         """Streaming: one SSE chunk per token, as the engine produces them."""
         enc = protocol.StreamEncoder(params.chat, req.request_id, int(time.time()),
                                      self.config.served_model_name)
-        queue, started = req.queue, False
+        # Headers go out at once (as with vLLM's StreamingResponse); the first
+        # data chunk only arrives once the engine has produced a token.
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        queue, first = req.queue, True
         while True:
             items = [await queue.get()]
             while not queue.empty():  # coalesce tokens that piled up into one write
@@ -189,10 +192,8 @@ class SimulatorApp:
             done = items[-1] is None
             if done and req.finish_reason == "abort":
                 return
-            chunks = self._chunks(enc, items, req, params, first=not started)
-            if not started:
-                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-                started = True
+            chunks = self._chunks(enc, items, req, params, first=first)
+            first = False
             await send({"type": "http.response.body", "body": "".join(chunks).encode(),
                         "more_body": not done})
             if done:

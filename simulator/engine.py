@@ -19,6 +19,7 @@ Each engine step (a simplified vLLM v1 scheduler iteration):
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Optional
 
@@ -28,6 +29,8 @@ from .metrics import EngineStats, SimulatorMetrics
 from .request import Request, make_waiting_queue
 
 Scheduled = dict  # Request -> number of tokens computed for it this step
+
+logger = logging.getLogger(__name__)
 
 
 class Engine:
@@ -51,6 +54,13 @@ class Engine:
         if self._task is None or self._task.done():
             self._wakeup = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self.run())
+            self._task.add_done_callback(self._log_crash)
+
+    @staticmethod
+    def _log_crash(task: asyncio.Task) -> None:
+        """Make an engine-loop crash loud instead of silently hanging clients."""
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("simulator engine loop crashed", exc_info=task.exception())
 
     async def stop(self) -> None:
         """Cancel the engine loop and wait for it to exit."""
@@ -92,6 +102,7 @@ class Engine:
         if not self.waiting.remove(req) and req in self.running:
             self.running.remove(req)
         self._finish(req, "abort")
+        self._wakeup.set()  # freed blocks may let a blocked queue head in
 
     # ----------------------------------------------------------- main loop
     async def run(self) -> None:

@@ -9,9 +9,8 @@ bucket, which costs more than the rest of a zero-latency request.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
-
 from bisect import bisect_left
+from typing import TYPE_CHECKING, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
@@ -28,6 +27,24 @@ TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75
                 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
                    50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+
+# Help strings as vLLM writes them.
+DOCS = {
+    "vllm:num_requests_running": "Number of requests in model execution batches.",
+    "vllm:num_requests_waiting": "Number of requests waiting to be processed.",
+    "vllm:kv_cache_usage_perc": "KV-cache usage. 1 means 100 percent usage.",
+    "vllm:prefix_cache_queries": "Prefix cache queries, in terms of number of queried tokens.",
+    "vllm:prefix_cache_hits": "Prefix cache hits, in terms of number of cached tokens.",
+    "vllm:prompt_tokens": "Number of prefill tokens processed.",
+    "vllm:generation_tokens": "Number of generation tokens processed.",
+    "vllm:num_preemptions": "Cumulative number of preemption from the engine.",
+    "vllm:request_success": "Count of successfully processed requests.",
+    "vllm:time_to_first_token_seconds": "Histogram of time to first token in seconds.",
+    "vllm:e2e_request_latency_seconds": "Histogram of e2e request latency in seconds.",
+    "vllm:request_queue_time_seconds": "Histogram of time spent in WAITING phase for request.",
+    "vllm:request_prefill_time_seconds": "Histogram of time spent in PREFILL phase for request.",
+    "vllm:request_decode_time_seconds": "Histogram of time spent in DECODE phase for request.",
+}
 
 
 class EngineStats:
@@ -54,27 +71,33 @@ class _EngineCollector:
         self.labels = metrics.labels
 
     def _gauge(self, name: str, doc: str, value: float) -> Metric:
+        """One labelled gauge sample."""
         g = GaugeMetricFamily(name, doc, labels=LABELS)
         g.add_metric(self.labels, value)
         return g
 
     def _counter(self, name: str, doc: str, value: float) -> Metric:
+        """One labelled counter sample (exposed with a ``_total`` suffix)."""
         c = CounterMetricFamily(name, doc, labels=LABELS)
         c.add_metric(self.labels, value)
         return c
 
     def collect(self) -> Iterator[Metric]:
-        """Build the gauge and counter families."""
+        """Build the gauge, counter and histogram families."""
         e, s = self.engine, self.engine.stats
-        yield self._gauge("vllm:num_requests_running", "Number of requests in model execution batches.", len(e.running))
-        yield self._gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(e.waiting))
-        yield self._gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", e.kv.usage())
-        yield self._counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", s.prefix_cache_queries)
-        yield self._counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", s.prefix_cache_hits)
-        yield self._counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens)
-        yield self._counter("vllm:generation_tokens", "Number of generation tokens processed.", s.generation_tokens)
-        yield self._counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", s.num_preemptions)
-        ok = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
+        gauges = (("vllm:num_requests_running", len(e.running)),
+                  ("vllm:num_requests_waiting", len(e.waiting)),
+                  ("vllm:kv_cache_usage_perc", e.kv.usage()))
+        for name, value in gauges:
+            yield self._gauge(name, DOCS[name], value)
+        counters = (("vllm:prefix_cache_queries", s.prefix_cache_queries),
+                    ("vllm:prefix_cache_hits", s.prefix_cache_hits),
+                    ("vllm:prompt_tokens", s.prompt_tokens),
+                    ("vllm:generation_tokens", s.generation_tokens),
+                    ("vllm:num_preemptions", s.num_preemptions))
+        for name, value in counters:
+            yield self._counter(name, DOCS[name], value)
+        ok = CounterMetricFamily("vllm:request_success", DOCS["vllm:request_success"],
                                  labels=LABELS + ("finished_reason",))
         for reason, count in s.finished.items():
             ok.add_metric(self.labels + [reason], count)
@@ -114,17 +137,22 @@ class LatencyHistogram:
         return h
 
 
+def _hist(name: str, buckets: tuple) -> LatencyHistogram:
+    """Histogram with vLLM's help text."""
+    return LatencyHistogram(name, DOCS[name], buckets)
+
+
 class SimulatorMetrics:
     """Registry plus the request-latency histograms for one app instance."""
 
     def __init__(self, model_name: str) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.labels = [model_name, "0"]
-        self.ttft = LatencyHistogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS)
-        self.e2e = LatencyHistogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", LATENCY_BUCKETS)
-        self.queue = LatencyHistogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", LATENCY_BUCKETS)
-        self.prefill = LatencyHistogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", LATENCY_BUCKETS)
-        self.decode = LatencyHistogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", LATENCY_BUCKETS)
+        self.ttft = _hist("vllm:time_to_first_token_seconds", TTFT_BUCKETS)
+        self.e2e = _hist("vllm:e2e_request_latency_seconds", LATENCY_BUCKETS)
+        self.queue = _hist("vllm:request_queue_time_seconds", LATENCY_BUCKETS)
+        self.prefill = _hist("vllm:request_prefill_time_seconds", LATENCY_BUCKETS)
+        self.decode = _hist("vllm:request_decode_time_seconds", LATENCY_BUCKETS)
         self.histograms = (self.ttft, self.e2e, self.queue, self.prefill, self.decode)
 
     def attach_engine(self, engine: "Engine") -> None:

@@ -82,3 +82,36 @@ def start_simulator() -> Iterator[Callable[..., str]]:
 def basic_server(start_simulator) -> str:
     """A fast simulator with default cache size and tiny modeled latencies."""
     return start_simulator("--prefill-ms-per-token", "0.01", "--decode-ms-per-token", "1")
+
+
+@pytest.fixture
+def inprocess_simulator() -> Iterator[Callable[..., str]]:
+    """Factory: serve ``build_app(SimulatorConfig(**kw))`` with uvicorn in a thread."""
+    import threading
+
+    import uvicorn
+
+    from simulator.app import build_app
+    from simulator.config import SimulatorConfig
+
+    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def _start(**overrides) -> str:
+        config = SimulatorConfig(**{"served_model_name": MODEL, **overrides})
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(build_app(config), host="127.0.0.1", port=port,
+                                               log_level="warning", lifespan="on"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("in-process simulator failed to start")
+            time.sleep(0.01)
+        return f"http://127.0.0.1:{port}"
+
+    yield _start
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(timeout=5)

@@ -7,11 +7,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 MODEL = "sim-test"
 
+# One pooled, thread-safe client: fresh connections per call dominate test time.
+CLIENT = httpx.Client(timeout=30)
+
 
 def complete(base: str, prompt: str, max_tokens: int = 4, **extra) -> dict:
     """POST a non-streaming completion and return the decoded JSON."""
     body = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, **extra}
-    resp = httpx.post(base + "/v1/completions", json=body, timeout=30)
+    resp = CLIENT.post(base + "/v1/completions", json=body)
     assert resp.status_code == 200, resp.text
     return resp.json()
 
@@ -23,7 +26,7 @@ def cached_tokens(result: dict) -> int:
 
 def scrape(base: str) -> dict:
     """Parse /metrics into {family_name: family}."""
-    text = httpx.get(base + "/metrics", timeout=10).text
+    text = CLIENT.get(base + "/metrics").text
     return {fam.name: fam for fam in text_string_to_metric_families(text)}
 
 

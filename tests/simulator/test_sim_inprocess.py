@@ -1,0 +1,35 @@
+"""The app is importable and servable in-process (no subprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from sim_helpers import MODEL, cached_tokens, complete
+
+from simulator.app import build_app
+from simulator.config import SimulatorConfig
+
+
+def test_in_process_uvicorn_zero_latency(inprocess_simulator):
+    base = inprocess_simulator(prefill_ms_per_token=0, decode_ms_per_token=0, block_size=4)
+    first = complete(base, "x" * 40, max_tokens=16)
+    assert first["choices"][0]["finish_reason"] == "length"
+    assert first["usage"]["completion_tokens"] == 16
+    assert cached_tokens(complete(base, "x" * 40)) == 8  # (10 - 1) // 4 whole blocks
+
+
+def test_asgi_callable_directly():
+    async def scenario() -> tuple[int, dict]:
+        app = build_app(SimulatorConfig(served_model_name=MODEL, decode_ms_per_token=0,
+                                        prefill_ms_per_token=0))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sim") as client:
+            resp = await client.post("/v1/chat/completions", json={
+                "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+        await app.engine.stop()
+        return resp.status_code, resp.json()
+
+    status, body = asyncio.run(scenario())
+    assert status == 200
+    assert body["object"] == "chat.completion" and body["usage"]["completion_tokens"] == 2
