@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test deps engine bench clean-var
+.PHONY: run test deps engine browser bench clean-var
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
@@ -25,7 +25,18 @@ engine:
 run: $(STAMP) engine
 	$(PY) scripts/run.py
 
-test: $(STAMP) engine
+# Headless Chromium (Debian's package; never a downloaded build) and axe-core for the console's
+# browser tests (tests/console/). Installs only what is missing; without root it only says so.
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
+	  else echo "NOTICE: /usr/bin/chromium is missing; as root run: apt-get install -y chromium"; fi; fi
+	@if [ ! -f node_modules/axe-core/axe.min.js ]; then \
+	  if command -v npm >/dev/null; then npm ci --no-audit --no-fund; \
+	  elif [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q npm && npm ci --no-audit --no-fund; \
+	  else echo "NOTICE: npm is missing; browser accessibility tests will fail without node_modules/axe-core"; fi; fi
+
+test: $(STAMP) engine browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
