@@ -103,7 +103,7 @@ def set_budget_state(tenant, *, over_budget: bool, reason: str, tokens: int, cos
         action = "tenant.over_budget" if over_budget else "tenant.within_budget"
         record_event(actor=actor, action=action, tenant=tenant, target=tenant, before=before, after=budget_view(state))
         reason_now = state.reason or None
-        transaction.on_commit(lambda: cache.set(BUDGET_CACHE_KEY.format(tenant.pk), reason_now or "", None))
+        transaction.on_commit(lambda: cache.set(BUDGET_CACHE_KEY.format(tenant.pk), reason_now or "", 300))
     return state
 
 

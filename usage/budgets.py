@@ -1,0 +1,87 @@
+"""Monthly budgets: month-to-date tokens and cost per tenant against its tenant-wide quota policy."""
+from collections import defaultdict
+from datetime import datetime
+from decimal import Decimal
+
+from django.core.cache import cache
+from django.db.models import Q, Sum
+
+from audit.actor import Actor
+from quotas.models import QuotaPolicy
+from usage.cost.hourly import hour_shares
+from usage.models import BudgetState, CostRollup, Granularity, RollupRun, UsageEvent, UsageRollup
+from usage.periods import HOUR, floor_hour, month_start, periods, recompute_window_start
+from usage.services import BUDGET_CACHE_KEY, set_budget_state
+
+ACTOR = Actor.system("usage.enforce_budgets")
+
+
+def final_until(now: datetime) -> datetime:
+    """Rollups are final before this hour; later hours are read live from raw events and instances."""
+    for hour in periods(recompute_window_start(now), floor_hour(now) + HOUR, HOUR):
+        run = RollupRun.objects.filter(granularity=Granularity.HOUR, period_start=hour).first()
+        if run is None or run.stale or run.computed_at is None or run.computed_at < hour + HOUR:
+            return hour
+    return floor_hour(now) + HOUR
+
+
+def month_to_date(now: datetime) -> dict[int, tuple[int, Decimal]]:
+    """tenant id → (prompt + completion tokens, attributed cost incl. idle) since the month began."""
+    start = month_start(now)
+    live_from = max(final_until(now), start)
+    tokens, cost = defaultdict(int), defaultdict(Decimal)
+    rolled = {"granularity": Granularity.HOUR, "period_start__gte": start, "period_start__lt": live_from,
+              "tenant__isnull": False}
+    for row in UsageRollup.objects.filter(**rolled).values("tenant_id").annotate(
+            p=Sum("prompt_tokens"), c=Sum("completion_tokens")).order_by():
+        tokens[row["tenant_id"]] += row["p"] + row["c"]
+    for row in UsageEvent.objects.filter(occurred_at__gte=live_from, occurred_at__lt=now, tenant__isnull=False).values(
+            "tenant_id").annotate(p=Sum("prompt_tokens"), c=Sum("completion_tokens")).order_by():
+        tokens[row["tenant_id"]] += row["p"] + row["c"]
+    for row in CostRollup.objects.filter(**rolled).values("tenant_id").annotate(s=Sum("cost_usd")).order_by():
+        cost[row["tenant_id"]] += row["s"]
+    for hour in periods(live_from, floor_hour(now) + HOUR, HOUR):
+        for share in hour_shares(hour, now):
+            if share.tenant_id is not None:
+                cost[share.tenant_id] += share.cost_usd
+    return {tenant: (tokens[tenant], cost[tenant]) for tenant in set(tokens) | set(cost)}
+
+
+def over_reason(policy: QuotaPolicy, tokens: int, cost: Decimal) -> str | None:
+    """Names the budget that is used up, or None. Stable wording: it only changes when the state does."""
+    if policy.monthly_token_budget is not None and tokens >= policy.monthly_token_budget:
+        return f"monthly token budget of {policy.monthly_token_budget:,} tokens used up"
+    if policy.monthly_budget_usd is not None and cost >= policy.monthly_budget_usd:
+        return f"monthly budget of ${policy.monthly_budget_usd:,.2f} used up"
+    return None
+
+
+def enforce_budgets(now: datetime) -> dict:
+    """Put tenants over budget (or back within it) via `set_budget_state`; returns how many are over."""
+    usage = month_to_date(now)
+    over_now = set(BudgetState.objects.filter(over_budget=True).values_list("tenant_id", flat=True))
+    policies = QuotaPolicy.objects.filter(api_key__isnull=True, user__isnull=True).filter(
+        Q(monthly_token_budget__isnull=False) | Q(monthly_budget_usd__isnull=False) | Q(tenant_id__in=over_now))
+    over = 0
+    for policy in policies.select_related("tenant"):
+        tokens, cost = usage.get(policy.tenant_id, (0, Decimal(0)))
+        reason = over_reason(policy, tokens, cost)
+        set_budget_state(policy.tenant, over_budget=reason is not None, reason=reason or "", tokens=tokens,
+                         cost_usd=cost, actor=ACTOR)
+        over += reason is not None
+    return {"checked": len(policies), "over_budget": over}
+
+
+def is_over_budget(tenant_id: int) -> str | None:
+    """The reason naming the used-up budget, or None. Cached: the gateway may call it per request."""
+    cached = cache.get(BUDGET_CACHE_KEY.format(tenant_id))
+    if cached is None:
+        state = BudgetState.objects.filter(tenant_id=tenant_id, over_budget=True).values_list("reason", flat=True)
+        cached = state.first() or ""
+        cache.set(BUDGET_CACHE_KEY.format(tenant_id), cached, 60)
+    return cached or None
+
+
+def over_budget_tenants() -> dict[int, str]:
+    """Every tenant over budget with its reason, for the gateway's in-memory snapshot."""
+    return dict(BudgetState.objects.filter(over_budget=True).values_list("tenant_id", "reason"))

@@ -1,0 +1,165 @@
+"""Reads for charts and tables: always from rollups, never from raw events."""
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+
+from django.db.models import Sum
+from django.db.models.functions import TruncDay
+
+from models_registry.models import ModelVersion
+from tenants.models import Tenant
+from usage import histograms
+from usage.models import CostKind, CostRollup, Granularity, Outcome, UsageRollup
+from usage.rollups import COUNTERS, SUMS
+
+BREAKDOWNS = {"tenant": "tenant_id", "model_version": "model_version_id", "quantization": "quantization",
+              "key": "api_key_prefix", "day": "day"}
+COST_BREAKDOWNS = ("tenant", "model_version", "quantization", "day")
+
+
+@dataclass(frozen=True)
+class UsageQuery:
+    """What to read. `tenant_ids` None means every tenant, tenant-less rows included (platform admins)."""
+
+    tenant_ids: list[int] | None
+    since: datetime
+    until: datetime
+    granularity: str = Granularity.DAY
+    model_version_id: int | None = None
+    key: str | None = None
+
+
+def _filtered(queryset, query: UsageQuery, *, by_key: bool = True):
+    rows = queryset.filter(granularity=query.granularity, period_start__gte=query.since, period_start__lt=query.until)
+    if query.tenant_ids is not None:
+        rows = rows.filter(tenant_id__in=query.tenant_ids)
+    if query.model_version_id is not None:
+        rows = rows.filter(model_version_id=query.model_version_id)
+    if by_key and query.key is not None:
+        rows = rows.filter(api_key_prefix=query.key)
+    return rows
+
+
+def _grouped(rows, field: str):
+    """Rows grouped by a column, or by UTC day when `field` is "day"."""
+    if field == "day":
+        return rows.annotate(day=TruncDay("period_start", tzinfo=timezone.utc))
+    return rows
+
+
+def usage_table(query: UsageQuery, field: str) -> dict:
+    """group value → counters, sums and merged histograms (two queries: SQL sums, then histograms)."""
+    rows = _grouped(_filtered(UsageRollup.objects.all(), query), field)
+    table = {row[field]: {name: row[f"s_{name}"] or 0 for name in (*COUNTERS, *SUMS)}
+             for row in rows.values(field).annotate(**{f"s_{n}": Sum(n) for n in (*COUNTERS, *SUMS)}).order_by()}
+    merged = defaultdict(lambda: [histograms.empty(), histograms.empty()])
+    for value, ttft, latency in rows.values_list(field, "ttft_histogram", "latency_histogram").iterator(chunk_size=5000):
+        merged[value] = [histograms.merge([merged[value][0], ttft]), histograms.merge([merged[value][1], latency])]
+    for value, (ttft, latency) in merged.items():
+        table[value].update(ttft_histogram=ttft, latency_histogram=latency)
+    return table
+
+
+def describe(totals: dict) -> dict:
+    """What a chart or table shows for one group: counts, tokens, ratios and percentiles."""
+    requests, judged = totals["requests"], totals["feedback_accepted"] + totals["feedback_ignored"]
+    row = {name: totals[name] for name in COUNTERS}
+    row.update(
+        errors=requests - totals[Outcome.OK],
+        error_rate=_ratio(requests - totals[Outcome.OK], requests),
+        acceptance_ratio=_ratio(totals["feedback_accepted"], judged),
+        latency_avg_ms=_ratio(totals["latency_sum_ms"], requests),
+        ttft_avg_ms=_ratio(totals["ttft_sum_ms"], totals["ttft_count"]),
+        engine_work=totals["engine_work"])
+    for prefix in ("ttft", "latency"):
+        for name, value in histograms.summary(totals.get(f"{prefix}_histogram", histograms.empty())).items():
+            row[f"{prefix}_{name}_ms"] = value
+    return row
+
+
+def _ratio(part, whole):
+    return round(part / whole, 6) if whole else None
+
+
+def time_series(query: UsageQuery) -> list[dict]:
+    """One point per period that has data, oldest first."""
+    table = usage_table(query, "period_start")
+    return [{"period_start": start, **describe(totals)} for start, totals in sorted(table.items())]
+
+
+def breakdown(query: UsageQuery, by: str) -> list[dict]:
+    """One row per tenant, model version, quantization, key prefix or day."""
+    field = BREAKDOWNS[by]
+    table = usage_table(query, field)
+    labels = _labels(by, table.keys())
+    return [{by: _label(by, value, labels), **describe(totals)} for value, totals in _ordered(table.items())]
+
+
+def cost_table(query: UsageQuery, by: str) -> list[dict]:
+    """Cost per tenant, model version, quantization or day, with idle capacity apart and per-unit costs."""
+    field = BREAKDOWNS[by]
+    usage = usage_table(query, field)
+    costs = defaultdict(lambda: {CostKind.USAGE: Decimal(0), CostKind.IDLE: Decimal(0), "gpu_seconds": Decimal(0)})
+    rows = _grouped(_filtered(CostRollup.objects.all(), query, by_key=False), field)
+    for row in rows.values(field, "kind").annotate(cost=Sum("cost_usd"), gpu=Sum("gpu_seconds")).order_by():
+        costs[row[field]][row["kind"]] += row["cost"]
+        costs[row[field]]["gpu_seconds"] += row["gpu"]
+    labels = _labels(by, set(usage) | set(costs))
+    return [{by: _label(by, value, labels), **cost_row(usage.get(value), costs[value])}
+            for value in _ordered_keys(set(usage) | set(costs))]
+
+
+def cost_row(usage: dict | None, cost: dict) -> dict:
+    """Totals and the per-unit figures: per completion, per 1k tokens, per accepted completion."""
+    completions = usage[Outcome.OK] if usage else 0
+    tokens = (usage["prompt_tokens"] + usage["completion_tokens"]) if usage else 0
+    accepted = usage["feedback_accepted"] if usage else 0
+    judged = accepted + (usage["feedback_ignored"] if usage else 0)
+    used, idle = cost[CostKind.USAGE], cost[CostKind.IDLE]
+    total = used + idle
+    return {"completions": completions, "tokens": tokens, "gpu_hours": _money(cost["gpu_seconds"] / 3600),
+            "usage_cost_usd": _money(used), "idle_cost_usd": _money(idle), "total_cost_usd": _money(total),
+            "cost_per_completion_usd": _per(used, completions), "total_cost_per_completion_usd": _per(total, completions),
+            "cost_per_1k_tokens_usd": _per(used * 1000, tokens), "total_cost_per_1k_tokens_usd": _per(total * 1000, tokens),
+            "cost_per_accepted_completion_usd": _per(total, accepted),
+            "feedback_accepted": accepted, "acceptance_ratio": _ratio(accepted, judged)}
+
+
+def _money(value: Decimal) -> str:
+    return str(Decimal(value).quantize(Decimal("0.000001")))
+
+
+def _per(amount: Decimal, count: int) -> str | None:
+    return _money(amount / count) if count else None
+
+
+def _ordered(items):
+    return sorted(items, key=lambda item: _sort_key(item[0]))
+
+
+def _ordered_keys(keys):
+    return sorted(keys, key=_sort_key)
+
+
+def _sort_key(value):
+    return (value is None, str(value) if not isinstance(value, int) else f"{value:020d}")
+
+
+def _labels(by: str, values) -> dict:
+    ids = [value for value in values if value is not None]
+    if by == "tenant":
+        return dict(Tenant.objects.filter(pk__in=ids).values_list("pk", "slug"))
+    if by == "model_version":
+        return {v.pk: f"{v.model.name}@{v.version}" for v in ModelVersion.objects.filter(pk__in=ids).select_related("model")}
+    return {}
+
+
+def _label(by: str, value, labels: dict):
+    if by == "tenant":
+        return {"id": value, "slug": labels.get(value, "(unallocated)" if value is None else None)}
+    if by == "model_version":
+        return {"id": value, "name": labels.get(value)}
+    if by == "day":
+        return value.date().isoformat() if value else None
+    return value
