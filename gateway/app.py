@@ -19,6 +19,7 @@ from gateway import errors
 from gateway.auth import active_tenant, authenticate
 from gateway.balancer import Balancer
 from gateway.config import GatewayConfig
+from gateway.dbthreads import DatabaseThreads
 from gateway.http import JSON_HEADERS, request_id, send_error, send_plain_error, send_response
 from gateway.inference import InferenceHandler
 from gateway.keycache import KeyCache
@@ -26,6 +27,7 @@ from gateway.limits import Limiter
 from gateway.metering import UsageRecorder, write_batch
 from gateway.metrics import GatewayMetrics
 from gateway.proxy import Timeouts
+from gateway.ratelimit import make_client
 from gateway.refresher import SnapshotRefresher, load_current
 from gateway.snapshot import Snapshot
 from gateway.snapshot_loader import load_key
@@ -53,6 +55,7 @@ class GatewayState:
     session: aiohttp.ClientSession
     timeouts: Timeouts
     redis: object
+    db: DatabaseThreads
     snapshot: Snapshot = field(default_factory=Snapshot)
     started_at: float = field(default_factory=time.time)
 
@@ -136,30 +139,29 @@ class GatewayApp:
         """Open the shared clients, load the first snapshot, start the background tasks."""
         self.state = state = self._build_state()
         self.refresher = SnapshotRefresher(state, self.config.refresh_seconds)
-        self.refresher.install(await load_current(self.config.default_user_rpm))
+        self.refresher.install(await load_current(state.db, self.config.default_user_rpm))
         self._inference = InferenceHandler(state)
         self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),
                        asyncio.create_task(state.recorder.run(), name="gateway-usage-writer")]
 
     def _build_state(self) -> GatewayState:
-        import redis.asyncio as aioredis
-
         config = self.config
         timeouts = Timeouts(config.connect_timeout, config.first_byte_timeout, config.idle_timeout)
         # limit=0: no client-side connection cap; engines and the limits decide concurrency.
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout))
-        redis = aioredis.from_url(config.redis_url)
+        redis = make_client(config.redis_url)
+        db = DatabaseThreads()
         return GatewayState(
             config=config, metrics=self.metrics,
-            keys=KeyCache(lambda key_hash: asyncio.to_thread(load_key, key_hash),
+            keys=KeyCache(lambda key_hash: db.run(load_key, key_hash),
                           size=config.key_cache_size, negative_ttl=config.negative_key_ttl),
             balancer=Balancer(self.metrics, eject_after=config.eject_after_failures),
-            limiter=Limiter(redis, self.metrics),
-            recorder=UsageRecorder(self._usage_writer, flush_seconds=config.usage_flush_seconds,
+            limiter=Limiter(redis, self.metrics, prefix=config.limits_prefix),
+            recorder=UsageRecorder(self._usage_writer, run_in_thread=db.run, flush_seconds=config.usage_flush_seconds,
                                    batch_size=config.usage_batch),
-            session=session, timeouts=timeouts, redis=redis)
+            session=session, timeouts=timeouts, redis=redis, db=db)
 
     async def shutdown(self) -> None:
         """Stop the tasks, write every buffered usage event, close the clients."""
@@ -171,6 +173,7 @@ class GatewayApp:
         await self.state.recorder.flush()
         await self.state.session.close()
         await self.state.redis.aclose()
+        await self.state.db.close()
 
 
 def build_app(**overrides) -> GatewayApp:

@@ -20,6 +20,7 @@ class GatewayConfig:
     usage_flush_seconds: float = 1.0
     usage_batch: int = 500
     default_user_rpm: int = 120
+    limits_prefix: str = "sy:rl"  # Redis key prefix of the limits (tests use their own)
 
     @classmethod
     def from_settings(cls, **overrides) -> "GatewayConfig":
@@ -27,6 +28,6 @@ class GatewayConfig:
         from django.conf import settings
 
         values = {name: getattr(settings, "SWITCHYARD_GATEWAY_" + name.upper())
-                  for name in cls.__dataclass_fields__ if name != "default_user_rpm"}
+                  for name in cls.__dataclass_fields__ if name not in ("default_user_rpm", "limits_prefix")}
         values["default_user_rpm"] = settings.SWITCHYARD_DEFAULT_USER_RPM
         return cls(**{**values, **overrides})

@@ -13,6 +13,7 @@ from gateway import errors
 from gateway.auth import active_tenant, authenticate
 from gateway.balancer import RouteHints
 from gateway.http import ClientGone, JSON_HEADERS, header, read_body, request_id
+from gateway.limits import over_budget
 from gateway.metering import RequestRecord
 from gateway.payload import (BATCH_PRIORITY, DEFAULT_COMPLETION_RESERVE, estimate_prompt_tokens, max_tokens,
                              parse_payload, upstream_body, wants_usage)
@@ -71,6 +72,9 @@ class InferenceHandler:
         snapshot = state.snapshot
         record.tenant_id, record.api_key_prefix, record.user_id = key.tenant_id, key.prefix, key.user_id
         tenant = active_tenant(snapshot, key)
+        if tenant.over_budget is not None:
+            state.metrics.limit_rejections.labels(str(tenant.id), "monthly_budget_usd").inc()
+            raise over_budget(tenant.over_budget, time.time())
         payload = parse_payload(await read_body(scope, receive, state.config.max_body_bytes), record.endpoint)
         record.model_name, record.streamed = payload["model"], bool(payload.get("stream"))
         pools = snapshot.pools_for(tenant.id, payload["model"])
@@ -87,11 +91,13 @@ class InferenceHandler:
 
     async def _admitted(self, call: Call, client: ClientStream, record: RequestRecord) -> None:
         """Take the limits' reservation, then serve; the reservation is settled whatever happens."""
-        limiter = self.state.limiter
-        estimate = estimate_prompt_tokens(call.payload, call.kind)
-        reserve = estimate + (max_tokens(call.payload) or DEFAULT_COMPLETION_RESERVE)
-        admission = await limiter.admit(key=call.key, snapshot=self.state.snapshot, model=record.model_name,
-                                        reserve_tokens=reserve, request_id=record.request_id, batch=call.batch)
+        limiter, snapshot = self.state.limiter, self.state.snapshot
+        estimate, asked = estimate_prompt_tokens(call.payload, call.kind), max_tokens(call.payload)
+        admission = await limiter.admit(key=call.key, snapshot=snapshot, request_id=record.request_id,
+                                        prompt_tokens=estimate, max_tokens=asked or DEFAULT_COMPLETION_RESERVE)
+        if asked is None and snapshot.has_token_budget(call.key):
+            # Only what was reserved may be spent: longer answers are cut at the reservation.
+            admission.token_cap = DEFAULT_COMPLETION_RESERVE
         client.extra_headers = admission.headers
         try:
             self._redact(call, record)
@@ -172,8 +178,6 @@ class InferenceHandler:
             response.close()  # an unfinished answer closes the connection, which aborts the engine
 
     async def _refuse(self, client: ClientStream, error: errors.GatewayError, record: RequestRecord) -> None:
-        if error.status == 429:
-            self.state.metrics.limit_rejections.labels(str(record.tenant_id or ""), error.code).inc()
         if client.started:
             return
         client.extra_headers = [*client.extra_headers, *error.headers]

@@ -1,29 +1,97 @@
-"""The seam between a request and `gateway.ratelimit`: admit with a reservation, settle after."""
+"""The seam between a request and `gateway.ratelimit`: admit with a reservation, settle after.
+
+Subjects come from the snapshot's quota policies: the tenant's, the key's and the user's (a
+person without a policy of their own still gets the default per-user rate). Money budgets
+are enforced from the usage app's budget state (cost comes from GPU time, not a per-token
+price), which the snapshot carries per tenant; `max_cost_micros` is therefore 0 here.
+"""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+from gateway import errors
+from gateway.ratelimit import Admission as LimitRequest
+from gateway.ratelimit import LimiterConfig, Limits, Outcome, RateLimiter, Subject, SubjectKind, month_bounds
+from gateway.snapshot import KeyInfo, Snapshot
+
+SUBJECT_KINDS = {"tenant": SubjectKind.TENANT, "api_key": SubjectKind.KEY, "user": SubjectKind.USER}
 
 
 @dataclass(slots=True)
 class Admission:
-    """A granted request: the headers to echo, an optional token cap, and what to settle."""
+    """A granted request: the headers to echo and the reservation to settle (None = unmetered)."""
 
     headers: list = field(default_factory=list)
-    token_cap: int | None = None
     reservation: object = None
-    settled: bool = False
+    token_cap: int | None = None
 
 
 class Limiter:
-    """Admits everything until `gateway.ratelimit` is wired in."""
+    """One `RateLimiter` per gateway; turns decisions into admissions or 429/503 errors."""
 
-    def __init__(self, redis, metrics):
-        self._redis = redis
+    def __init__(self, client, metrics, *, prefix: str = "sy:rl"):
+        self._limiter = RateLimiter(client, LimiterConfig(prefix=prefix))
         self._metrics = metrics
 
-    async def admit(self, *, key, snapshot, model: str, reserve_tokens: int, request_id: str,
-                    batch: bool = False) -> Admission:
-        return Admission()
+    async def admit(self, *, key: KeyInfo, snapshot: Snapshot, request_id: str, prompt_tokens: int,
+                    max_tokens: int) -> Admission:
+        """Count the request against every limit at once, or raise the refusal."""
+        request = LimitRequest(request_id, str(key.tenant_id), subjects_for(snapshot, key),
+                               prompt_tokens=prompt_tokens, max_tokens=max_tokens)
+        decision = await self._limiter.admit(request)
+        headers = [(name.encode(), value.encode()) for name, value in decision.headers.items()]
+        if decision.outcome == Outcome.LIMITED:
+            self._metrics.limit_rejections.labels(str(key.tenant_id), decision.refused.limit_kind).inc()
+            raise limited(decision, headers)
+        if decision.outcome == Outcome.LIMITER_UNAVAILABLE:
+            self._metrics.limit_rejections.labels(str(key.tenant_id), "limiter_unavailable").inc()
+            raise errors.GatewayError(503, "limits_unavailable", "Limits cannot be checked right now; retry shortly.",
+                                      [(b"retry-after", b"1")])
+        return Admission(headers=headers, reservation=decision.reservation)
 
     async def settle(self, admission: Admission, *, used_tokens: int) -> None:
-        admission.settled = True
+        """Hand the reservation back with the actual tokens (also 0 for failed requests)."""
+        if admission.reservation is not None:
+            await self._limiter.settle(admission.reservation, used_tokens)
+            admission.reservation = None
+
+
+def subjects_for(snapshot: Snapshot, key: KeyInfo) -> list[Subject]:
+    """Every level that governs the key, each enforced on its own."""
+    subjects = [Subject(SUBJECT_KINDS[p.level], str(p.subject_id), _limits(p)) for p in snapshot.policies_for(key)]
+    user_rpm = snapshot.user_rpm(key)
+    if user_rpm is not None and not any(s.kind == SubjectKind.USER for s in subjects):
+        subjects.append(Subject(SubjectKind.USER, str(key.user_id), Limits(requests_per_minute=user_rpm)))
+    elif user_rpm is not None:  # the user's own policy without a rate still gets the default rate
+        subjects = [_with_user_rpm(s, user_rpm) if s.kind == SubjectKind.USER else s for s in subjects]
+    return subjects
+
+
+def _limits(policy) -> Limits:
+    return Limits(requests_per_minute=policy.requests_per_minute, tokens_per_minute=policy.tokens_per_minute,
+                  concurrent_requests=policy.max_concurrent_requests, monthly_tokens=policy.monthly_token_budget)
+
+
+def _with_user_rpm(subject: Subject, rpm: int) -> Subject:
+    limits = subject.limits
+    if limits.requests_per_minute is not None:
+        return subject
+    return Subject(subject.kind, subject.id, Limits(rpm, limits.tokens_per_minute, limits.concurrent_requests,
+                                                    limits.monthly_tokens))
+
+
+def limited(decision, headers: list) -> errors.GatewayError:
+    """429 naming the limit, with Retry-After and the x-ratelimit-* headers."""
+    refused = decision.refused
+    retry = max(1, math.ceil(decision.retry_after or 1))
+    message = f"Rate limit reached: {refused.limit_kind} of this {refused.subject}. Retry after {retry} s."
+    code = "budget_exceeded" if refused.limit_kind.startswith("monthly") else "rate_limit_exceeded"
+    return errors.GatewayError(429, code, message, [(b"retry-after", str(retry).encode()), *headers])
+
+
+def over_budget(reason: str, now: float) -> errors.GatewayError:
+    """429 for a tenant the usage app marked over its monthly budget; room returns next month."""
+    retry = max(1, math.ceil(month_bounds(now)[1] - now))
+    return errors.GatewayError(429, "budget_exceeded", f"Monthly budget exhausted: {reason or 'over budget'}.",
+                               [(b"retry-after", str(retry).encode())])

@@ -59,7 +59,8 @@ class RequestRecord:
     def as_event(self) -> dict:
         """The UsageEvent fields."""
         return {
-            "request_id": self.request_id, "occurred_at": datetime.now(timezone.utc),  # when it finished "tenant_id": self.tenant_id,
+            # occurred_at: when the request finished.
+            "request_id": self.request_id, "occurred_at": datetime.now(timezone.utc), "tenant_id": self.tenant_id,
             "api_key_prefix": self.api_key_prefix, "user_id": self.user_id, "model_name": self.model_name[:200],
             "model_version_id": self.model_version_id, "instance_id": self.instance_id,
             "endpoint": self.endpoint, "status_code": self.status_code, "outcome": self.outcome,
@@ -88,9 +89,10 @@ def write_batch(events: list[dict]) -> int:
 class UsageRecorder:
     """The in-memory buffer and the task that drains it."""
 
-    def __init__(self, writer: Callable[[list[dict]], int] = write_batch, *,
+    def __init__(self, writer: Callable[[list[dict]], int] = write_batch, *, run_in_thread=asyncio.to_thread,
                  flush_seconds: float = 1.0, batch_size: int = 500):
         self._writer = writer
+        self._run_in_thread = run_in_thread
         self._flush_seconds = flush_seconds
         self._batch_size = batch_size
         self._buffer: list[dict] = []
@@ -126,7 +128,7 @@ class UsageRecorder:
     async def _write(self, batch: list[dict]) -> None:
         for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
             try:
-                self.written += await asyncio.to_thread(self._writer, batch)
+                self.written += await self._run_in_thread(self._writer, batch)
                 return
             except Exception:  # the database may be restarting: retry the same (idempotent) batch
                 log.exception("usage batch write failed (attempt %d of %d)", attempt, MAX_WRITE_ATTEMPTS)

@@ -10,7 +10,7 @@ import json
 from gateway import errors
 
 CHARS_PER_TOKEN = 4  # a cheap prompt estimate for reservations; settled with the engine's count
-DEFAULT_COMPLETION_RESERVE = 256  # reserved when the client sets no max_tokens
+DEFAULT_COMPLETION_RESERVE = 1024  # reserved (and, under a token budget, the cap) without max_tokens
 BATCH_PRIORITY = 10  # vLLM runs lower numbers first; interactive requests keep the default 0
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 

@@ -1,6 +1,6 @@
 """Keeping the snapshot current: poll a cheap version marker, reload everything when it moves.
 
-The ORM runs in worker threads (`asyncio.to_thread`), never on the event loop. If the
+The ORM runs in the gateway's database threads (`gateway.dbthreads`), never on the event loop. If the
 database is unreachable the gateway keeps serving its last snapshot and keeps polling.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ log = logging.getLogger("gateway.refresher")
 PROBE_EVERY_SECONDS = 1.0
 
 
-async def load_current(default_user_rpm: int):
+async def load_current(db, default_user_rpm: int):
     """Read the marker, then the data: data is never older than the version it is stamped with."""
-    version = await asyncio.to_thread(version_marker)
-    return await asyncio.to_thread(load_snapshot, version, default_user_rpm)
+    version = await db.run(version_marker)
+    return await db.run(load_snapshot, version, default_user_rpm)
 
 
 class SnapshotRefresher:
@@ -43,12 +43,12 @@ class SnapshotRefresher:
     async def refresh_once(self) -> bool:
         """Reload if the marker moved; True when a new snapshot was swapped in."""
         state = self.state
-        version = await asyncio.to_thread(version_marker)
+        version = await state.db.run(version_marker)
         if version == state.snapshot.version:
             return False
         # A write landing between the marker read and the load is in the data but not the
         # marker, so the next poll reloads once more: harmless, and never the reverse.
-        snapshot = await asyncio.to_thread(load_snapshot, version, state.config.default_user_rpm)
+        snapshot = await state.db.run(load_snapshot, version, state.config.default_user_rpm)
         self.install(snapshot)
         return True
 

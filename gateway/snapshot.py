@@ -26,6 +26,7 @@ class TenantInfo:
     active: bool
     redaction_mode: str = DEFAULT_REDACTION_MODE
     cache_salt: str = ""
+    over_budget: str | None = None  # the usage app's reason, while the monthly money budget is spent
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,10 @@ class Snapshot:
             return None
         policy = self.user_policies.get((key.tenant_id, key.user_id))
         return (policy and policy.requests_per_minute) or self.default_user_rpm
+
+    def has_token_budget(self, key: KeyInfo) -> bool:
+        """Is any monthly token budget counting this key's requests?"""
+        return any(level.monthly_token_budget is not None for level in self.policies_for(key))
 
     def model_allowed(self, key: KeyInfo, model: str) -> bool:
         """True unless some applicable level has an allow-list without this model."""

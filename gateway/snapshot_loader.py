@@ -53,10 +53,13 @@ def tenant_cache_salt(tenant_id: int) -> str:
 
 def _load_tenants() -> dict[int, TenantInfo]:
     from tenants.models import Tenant, TenantStatus
+    from usage.models import BudgetState
 
+    # Entering and leaving "over budget" is audited, so the version marker moves with it.
+    over = dict(BudgetState.objects.filter(over_budget=True).values_list("tenant_id", "reason"))
     return {t.pk: TenantInfo(id=t.pk, slug=t.slug, active=t.status == TenantStatus.ACTIVE,
                              redaction_mode=getattr(t, "redaction_mode", "") or DEFAULT_REDACTION_MODE,
-                             cache_salt=tenant_cache_salt(t.pk))
+                             cache_salt=tenant_cache_salt(t.pk), over_budget=over.get(t.pk))
             for t in Tenant.objects.all()}
 
 

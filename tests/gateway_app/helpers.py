@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +79,7 @@ class GatewayServer:
         from gateway.app import build_app
 
         overrides.setdefault("usage_flush_seconds", 0.2)
+        overrides.setdefault("limits_prefix", f"sy:test:{uuid.uuid4().hex[:8]}")  # counters of this test only
         app = build_app(**overrides)
         port = free_port()
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
