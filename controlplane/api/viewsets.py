@@ -60,3 +60,27 @@ class TenantChildViewSet(PrincipalMixin, viewsets.GenericViewSet):
         if membership is None:
             raise ValidationError({field: "No such member in this tenant."})
         return membership.user
+
+
+class CrossTenantReadMixin(PrincipalMixin):
+    """Read-only endpoints spanning tenants (usage, cost): `?tenant=slug` narrows to one tenant.
+
+    A tenant the caller cannot see, or may not read here, is a 404; without `?tenant=` a member
+    reads every tenant they may, and only platform admins read tenant-less rows as well.
+    """
+
+    read_perms: tuple[str, ...]
+
+    def scoped_tenant_ids(self, slug: str | None) -> list[int] | None:
+        """Tenant ids to filter on, or None for everything (platform admins, no `?tenant=`)."""
+        if slug:
+            tenant = visible_tenants(self.principal).filter(slug=slug).first()
+            if tenant is None or not self._may_read(tenant):
+                raise Http404("No such tenant.")
+            return [tenant.pk]
+        if self.principal.is_platform_admin:
+            return None
+        return [tenant.pk for tenant in visible_tenants(self.principal) if self._may_read(tenant)]
+
+    def _may_read(self, tenant) -> bool:
+        return any(has_perm(self.principal, tenant, perm) for perm in self.read_perms)
