@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from audit.actor import Actor
@@ -63,11 +63,15 @@ def create_version(*, model: Model, version: str, artifact_uri: str, checksum: s
     row = ModelVersion(model=model, version=version, checksum=checksum, quantization=quantization, dtype=dtype,
                        artifact_uri=validate_artifact_uri(artifact_uri), engine_args=_checked_engine_args(engine_args))
     _prepare(row)
+    duplicate = ValidationError({"version": f"{model.name} already has a version '{version}'."})
     if ModelVersion.objects.filter(model=model, version=version).exists():
-        raise ValidationError({"version": f"{model.name} already has a version '{version}'."})
-    with transaction.atomic():
-        row.save()
-        record_event(actor=actor, action="model_version.create", target=row, after=version_view(row))
+        raise duplicate
+    try:
+        with transaction.atomic():
+            row.save()
+            record_event(actor=actor, action="model_version.create", target=row, after=version_view(row))
+    except IntegrityError:  # a concurrent create took the label between the check and the insert
+        raise duplicate from None
     return row
 
 

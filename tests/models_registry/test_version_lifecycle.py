@@ -124,6 +124,12 @@ def test_the_database_refuses_updates_that_bypass_save(published, change):
     assert ModelVersion.objects.get(pk=published.pk).status == VersionStatus.PUBLISHED
 
 
+def test_a_full_save_may_still_move_status_forward(published):
+    published.status = VersionStatus.DEPRECATED
+    published.save()
+    assert ModelVersion.objects.get(pk=published.pk).status == VersionStatus.DEPRECATED
+
+
 def test_the_database_still_allows_moving_status_forward(published):
     assert ModelVersion.objects.filter(pk=published.pk).update(status=VersionStatus.DEPRECATED) == 1
 
