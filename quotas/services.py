@@ -61,6 +61,10 @@ def _check_subject(tenant, api_key, user) -> None:
         raise ValidationError({"api_key": "No such key in this tenant."})
     if user is not None and not tenant.memberships.filter(user=user).exists():
         raise ValidationError({"user": "No such member in this tenant."})
+    # The unique constraints still stop a concurrent duplicate; this turns the common case into a 400.
+    if QuotaPolicy.objects.filter(tenant=tenant, api_key=api_key, user=user).exists():
+        field = "api_key" if api_key is not None else "user" if user is not None else "subject"
+        raise ValidationError({field: "A policy for this subject exists already; change it instead."})
 
 
 def _validate(policy: QuotaPolicy) -> None:
@@ -76,7 +80,10 @@ def _clean_models(names):
     for name in names:
         if not isinstance(name, str):
             raise ValidationError({"allowed_models": "Model names must be strings."})
-        model_name_validator(name)
+        try:
+            model_name_validator(name)
+        except ValidationError:
+            raise ValidationError({"allowed_models": f"Not a valid model name: {name[:200]!r}."}) from None
     return sorted(set(names))
 
 
