@@ -125,7 +125,7 @@ class GatewayServer:
         headers = kwargs.pop("headers", {})
         if raw_key is not None:
             headers["authorization"] = f"Bearer {raw_key}"
-        send = {"content": body} if isinstance(body, (bytes, str)) else {"json": body}
+        send = {"json": body} if isinstance(body, dict) else {"content": body}
         return httpx.post(self.url + path, headers=headers, timeout=kwargs.pop("timeout", 30), **send, **kwargs)
 
 
