@@ -1,12 +1,50 @@
+"""Console routes (docs/console.md lists who may open each)."""
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, re_path
 
-from console import views
+from console.views import audit, auth, fleet, keys, members, overview, registry, slow, tenants, usage
 
 app_name = "console"
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("login/", views.LoginView.as_view(), name="login"),
+    path("", overview.home, name="home"),
+    path("login/", auth.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("welcome/", overview.no_access, name="no-access"),
+    # Tenants, members, quotas
+    path("tenants/", tenants.tenant_list, name="tenants"),
+    path("tenants/new", tenants.tenant_create, name="tenant-create"),
+    path("tenants/<slug:slug>/", tenants.tenant_detail, name="tenant"),
+    re_path(r"^tenants/(?P<slug>[a-z0-9-]+)/(?P<action>suspend|activate)$", tenants.tenant_status, name="tenant-status"),
+    path("tenants/<slug:slug>/quota", tenants.quota_update, name="quota-update"),
+    path("tenants/<slug:slug>/members/add", members.member_add, name="member-add"),
+    path("tenants/<slug:slug>/members/<int:member_id>/role", members.member_role, name="member-role"),
+    path("tenants/<slug:slug>/members/<int:member_id>/remove", members.member_remove, name="member-remove"),
+    # API keys
+    path("keys/", keys.key_list, name="keys"),
+    path("keys/new", keys.key_create, name="key-create"),
+    path("keys/<int:key_id>/revoke", keys.key_revoke, name="key-revoke"),
+    path("keys/<int:key_id>/rotate", keys.key_rotate, name="key-rotate"),
+    # Fleet
+    path("fleet/", fleet.fleet_list, name="fleet"),
+    path("fleet/deploy", fleet.deploy, name="deploy"),
+    path("fleet/<int:pk>/", fleet.deployment_detail, name="deployment"),
+    path("fleet/<int:pk>/instances.json", fleet.instances_json, name="instances-json"),
+    path("fleet/<int:pk>/scale", fleet.scale, name="scale"),
+    path("fleet/<int:pk>/delete", fleet.delete, name="deployment-delete"),
+    re_path(r"^fleet/(?P<pk>[0-9]+)/instances/(?P<instance_id>[0-9]+)/(?P<action>drain|restart)$",
+            fleet.instance_action, name="instance-action"),
+    # Model registry
+    path("models/", registry.model_list, name="models"),
+    path("models/new", registry.model_create, name="model-create"),
+    path("models/<int:model_id>/versions/new", registry.version_create, name="version-create"),
+    re_path(r"^models/versions/(?P<version_id>[0-9]+)/(?P<action>publish|deprecate|retire)$",
+            registry.version_action, name="version-action"),
+    # Usage, audit, slow requests
+    path("usage/", usage.usage_page, name="usage"),
+    path("audit/", audit.audit_page, name="audit"),
+    path("audit/export", audit.audit_export, name="audit-export"),
+    path("audit/export/manifest", audit.audit_manifest, name="audit-manifest"),
+    path("audit/verify", audit.audit_verify, name="audit-verify"),
+    path("slow/", slow.slow_requests, name="slow"),
 ]

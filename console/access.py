@@ -1,0 +1,83 @@
+"""Which console pages and tenants a signed-in user may open — built on tenants.access, decided here once.
+
+Pages a user may not see answer 404 (they learn nothing, not even that the tenant exists);
+actions on a page they can see but may not take answer 403.
+"""
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+from tenants.access import Principal, effective_role, has_perm, visible_tenants
+from tenants.roles import ROLE_RANK, Perm, Role, outranks_or_equals
+
+# Operational pages (overview, tenants, keys, fleet, models, usage) list tenants whose members the
+# user may read: every role but auditor, whose console is the audit trail alone.
+OPERATIONS = Perm.VIEW_MEMBERS
+KEY_PERMS = (Perm.VIEW_KEYS, Perm.MANAGE_KEYS, Perm.MANAGE_OWN_KEYS)
+# Slow requests show (redacted) prompt text: the tenant's owners and admins only.
+SLOW_REQUESTS = Perm.MANAGE_MEMBERS
+
+
+def principal_of(request) -> Principal:
+    """The console's caller: a session user, never an API key."""
+    return Principal(user=request.user)
+
+
+def tenants_with(principal: Principal, *perms: str) -> list:
+    """Visible tenants where the principal holds any of `perms`, by slug."""
+    return [t for t in visible_tenants(principal).order_by("slug") if any(has_perm(principal, t, p) for p in perms)]
+
+
+def tenant_or_404(request, slug: str, *perms: str):
+    """The tenant named by the URL, if the user may open it with any of `perms`; otherwise 404."""
+    principal = principal_of(request)
+    tenant = visible_tenants(principal).filter(slug=slug).first()
+    if tenant is None or not any(has_perm(principal, tenant, p) for p in perms or (OPERATIONS,)):
+        raise Http404("No such tenant.")
+    return tenant
+
+
+def require(request, tenant, perm: str) -> None:
+    """403 unless the user holds `perm` in `tenant` (the page itself was visible)."""
+    if not has_perm(principal_of(request), tenant, perm):
+        raise PermissionDenied("Your role in this tenant does not allow this.")
+
+
+def require_platform_admin(request, *, hide: bool = False) -> None:
+    """Platform-only actions: 403 (or 404 for pages that should not be known to exist)."""
+    if not principal_of(request).is_platform_admin:
+        raise (Http404("Not found.") if hide else PermissionDenied("Only platform admins may do this."))
+
+
+def sees_operations(principal: Principal) -> bool:
+    return principal.is_platform_admin or bool(tenants_with(principal, OPERATIONS))
+
+
+def sees_audit(principal: Principal) -> bool:
+    return principal.is_platform_admin or bool(tenants_with(principal, Perm.VIEW_AUDIT))
+
+
+def sees_slow_requests(principal: Principal) -> bool:
+    return principal.is_platform_admin or bool(tenants_with(principal, SLOW_REQUESTS))
+
+
+def operations_or_404(request) -> Principal:
+    """The principal, if they may open the operational pages at all (auditors may not)."""
+    principal = principal_of(request)
+    if not sees_operations(principal):
+        raise Http404("Not found.")
+    return principal
+
+
+def require_rank(request, tenant, role: str) -> None:
+    """403 unless the user's role in `tenant` is at or above `role` (granting, managing keys)."""
+    own = effective_role(principal_of(request), tenant)
+    if own is None or not outranks_or_equals(own, role):
+        raise PermissionDenied(f"Your role cannot grant or manage the {Role(role).label.lower()} role.")
+
+
+def can_manage_fleet(principal: Principal, tenant) -> bool:
+    """Platform admins manage every deployment; a tenant's owners and admins its dedicated ones."""
+    if principal.is_platform_admin:
+        return True
+    role = effective_role(principal, tenant) if tenant is not None else None
+    return role is not None and ROLE_RANK[Role(role)] >= ROLE_RANK[Role.ADMIN]

@@ -1,0 +1,32 @@
+"""Deploying and scaling from the console."""
+from django import forms
+
+from fleet.models import MAX_REPLICAS, RuntimeBackend
+from models_registry.models import ModelVersion, VersionStatus
+
+
+def _count(label: str, initial: int, minimum: int = 0) -> forms.IntegerField:
+    return forms.IntegerField(label=label, initial=initial, min_value=minimum, max_value=MAX_REPLICAS)
+
+
+class DeployForm(forms.Form):
+    tenant = forms.ChoiceField(help_text="Shared pools serve every tenant; only platform admins create them.")
+    name = forms.SlugField(max_length=63)
+    model_version = forms.ModelChoiceField(queryset=ModelVersion.objects.none(), label="Model version")
+    runtime_backend = forms.ChoiceField(choices=RuntimeBackend.choices, initial=RuntimeBackend.SIMULATOR)
+    min_replicas = _count("Minimum replicas", 1)
+    max_replicas = _count("Maximum replicas", 1, 1)
+    warm_pool_size = _count("Warm pool", 0)
+    gpu_type = forms.CharField(label="GPU type", required=False, max_length=64, help_text="Empty or “cpu” for CPU.")
+
+    def __init__(self, *args, tenants=(), shared=False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["tenant"].choices = ([("", "Shared pool")] if shared else []) + [(t.slug, t.slug) for t in tenants]
+        self.fields["model_version"].queryset = ModelVersion.objects.select_related("model").filter(
+            status=VersionStatus.PUBLISHED).order_by("model__name", "-created_at")
+
+
+class ScaleForm(forms.Form):
+    min_replicas = _count("Minimum replicas", 1)
+    max_replicas = _count("Maximum replicas", 1, 1)
+    warm_pool_size = _count("Warm pool", 0)

@@ -1,0 +1,51 @@
+"""Tenant, member and quota forms (validation proper happens in the services)."""
+from django import forms
+
+from quotas.services import LIMIT_FIELDS
+from tenants.models import Isolation
+from tenants.roles import Role
+
+
+class TenantCreateForm(forms.Form):
+    slug = forms.SlugField(max_length=63, help_text="Lowercase letters, digits and hyphens; used in URLs and API paths.")
+    name = forms.CharField(max_length=200)
+    region = forms.CharField(max_length=64, initial="local")
+    isolation = forms.ChoiceField(choices=Isolation.choices, initial=Isolation.SHARED)
+
+
+class MemberAddForm(forms.Form):
+    email = forms.EmailField()
+    username = forms.CharField(max_length=150, required=False, help_text="Only for a new user; defaults to the email.")
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.DEVELOPER)
+
+
+class MemberRoleForm(forms.Form):
+    role = forms.ChoiceField(choices=Role.choices)
+
+
+def _limit(label: str) -> forms.IntegerField:
+    return forms.IntegerField(label=label, required=False, min_value=0, help_text="Empty means no limit.")
+
+
+class QuotaForm(forms.Form):
+    """The tenant-wide policy: each limit is enforced on its own."""
+
+    requests_per_minute = _limit("Requests per minute")
+    tokens_per_minute = _limit("Tokens per minute")
+    max_concurrent_requests = _limit("Concurrent requests")
+    monthly_token_budget = _limit("Monthly token budget")
+    monthly_budget_usd = forms.DecimalField(label="Monthly budget (USD)", required=False, min_value=0,
+                                            decimal_places=2, help_text="Empty means no limit.")
+    allowed_models = forms.CharField(label="Allowed models", required=False,
+                                     help_text="Comma-separated model names; empty means every model.")
+
+    @classmethod
+    def for_policy(cls, policy, data=None):
+        initial = {name: getattr(policy, name) for name in LIMIT_FIELDS}
+        initial["allowed_models"] = ", ".join(policy.allowed_models or [])
+        return cls(data=data, initial=initial)
+
+    def limits(self) -> dict:
+        limits = dict(self.cleaned_data)
+        names = [n.strip() for n in limits.pop("allowed_models").split(",") if n.strip()]
+        return {**limits, "allowed_models": names or None}

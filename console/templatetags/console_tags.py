@@ -1,0 +1,52 @@
+"""Console template helpers: the main navigation (only sections the user may open) and number formats."""
+from django import template
+from django.urls import reverse
+
+from console.access import KEY_PERMS, principal_of, sees_audit, sees_operations, sees_slow_requests, tenants_with
+
+register = template.Library()
+
+
+def _sections(request) -> list[tuple[str, str]]:
+    principal = principal_of(request)
+    ops, items = sees_operations(principal), []
+    if ops:
+        items += [("Overview", "console:home"), ("Tenants", "console:tenants")]
+    if tenants_with(principal, *KEY_PERMS):
+        items.append(("API keys", "console:keys"))
+    if ops:
+        items += [("Fleet", "console:fleet"), ("Models", "console:models"), ("Usage & cost", "console:usage")]
+    if sees_audit(principal):
+        items.append(("Audit", "console:audit"))
+    if sees_slow_requests(principal):
+        items.append(("Slow requests", "console:slow"))
+    return items
+
+
+@register.inclusion_tag("console/_nav.html", takes_context=True)
+def console_nav(context):
+    request = context["request"]
+    links = [{"label": label, "url": reverse(name),
+              "current": request.path == reverse(name) or (name != "console:home" and request.path.startswith(reverse(name)))}
+             for label, name in _sections(request)]
+    return {"links": links}
+
+
+@register.filter
+def percent(value, digits=1):
+    return "—" if value is None else f"{value * 100:.{digits}f} %"
+
+
+@register.filter
+def ms(value):
+    return "—" if value is None else f"{value:,.0f} ms"
+
+
+@register.filter
+def usd(value, digits=4):
+    return "—" if value is None else f"${value:,.{digits}f}"
+
+
+@register.filter
+def num(value, digits=0):
+    return "—" if value is None else f"{value:,.{digits}f}"

@@ -1,0 +1,1 @@
+"""Console pages, one module per section; console/access.py decides who sees what."""

@@ -1,0 +1,36 @@
+"""Slow requests: those whose time to first token is above the range's p95, slowest first.
+
+Prompts are not stored by the gateway today (UsageEvent keeps counts, not text), so the page
+shows each request's metadata; a redacted, truncated prompt column appears once the gateway
+records one (see docs/console.md).
+"""
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import render
+
+from console import stats
+from console.access import SLOW_REQUESTS, principal_of, sees_slow_requests
+from console.timerange import time_range
+from console.views.overview import scoped_tenant_ids
+
+LIMIT = 100
+PROMPT_CHARS = 200
+
+
+@login_required
+def slow_requests(request):
+    principal = principal_of(request)
+    if not sees_slow_requests(principal):
+        raise Http404("Not found.")
+    tr = time_range(request.GET)
+    events = stats.events_in(scoped_tenant_ids(principal, SLOW_REQUESTS), tr)
+    p95 = stats.percentile(events, "ttft_ms", 0.95)
+    slow = events.filter(ttft_ms__gt=p95).select_related("tenant").order_by("-ttft_ms")[:LIMIT] if p95 else []
+    return render(request, "console/slow.html", {"range": tr, "p95": p95, "rows": [_row(e) for e in slow],
+                                                 "prompt_chars": PROMPT_CHARS})
+
+
+def _row(event) -> dict:
+    prompt = getattr(event, "redacted_prompt", None)  # not recorded yet; see the module docstring
+    return {"event": event, "prompt": prompt[:PROMPT_CHARS] + ("…" if len(prompt) > PROMPT_CHARS else "")
+            if prompt else None}

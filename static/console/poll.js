@@ -1,0 +1,61 @@
+// Deployment page: refresh instance states and the progress bar from our JSON endpoint every few seconds.
+(function () {
+  "use strict";
+  var INTERVAL_MS = 3000;
+
+  function text(value, suffix) {
+    return value === null || value === undefined ? "—" : String(value) + (suffix || "");
+  }
+
+  function updateRow(row, instance) {
+    var badge = row.querySelector('[data-field="state"] .badge');
+    if (badge) {
+      badge.className = "badge badge-" + instance.state;
+      badge.textContent = instance.state_label;
+    }
+    var fields = { health: text(instance.health), queue: text(instance.queue), running: text(instance.running),
+                   kv_cache: text(instance.kv_cache, " %"), restarts: text(instance.restarts) };
+    Object.keys(fields).forEach(function (name) {
+      var cell = row.querySelector('[data-field="' + name + '"]');
+      if (cell) cell.textContent = fields[name];
+    });
+  }
+
+  function render(panel, data) {
+    var progress = panel.querySelector("#ready-progress");
+    var status = panel.querySelector("#progress-text");
+    var s = data.summary;
+    progress.max = Math.max(s.target, 1);
+    progress.value = s.ready;
+    var message = data.status === "deleting" ? "Deleting: draining " + s.live + " instance(s)"
+                                             : s.ready + " of " + s.target + " ready";
+    if (status.textContent !== message) status.textContent = message;
+    var known = {};
+    panel.querySelectorAll("tr[data-instance]").forEach(function (row) { known[row.getAttribute("data-instance")] = row; });
+    var unseen = data.instances.some(function (i) { return !known[String(i.id)]; });
+    data.instances.forEach(function (i) { if (known[String(i.id)]) updateRow(known[String(i.id)], i); });
+    panel.setAttribute("data-stale", unseen ? "true" : "false");
+    var note = panel.querySelector(".poll-note");
+    if (unseen && !note) {
+      note = document.createElement("p");
+      note.className = "poll-note note";
+      note.innerHTML = 'New instances were started. <a href="">Reload the page</a> to see them.';
+      panel.insertBefore(note, panel.querySelector("table"));
+    }
+  }
+
+  function poll(panel) {
+    var next = function () { window.setTimeout(function () { poll(panel); }, INTERVAL_MS); };
+    if (document.hidden) { next(); return; }  // no requests from a background tab
+    fetch(panel.getAttribute("data-poll-url"), { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { if (!r.ok) throw new Error(String(r.status)); return r.json(); })
+      .then(function (data) { render(panel, data); })
+      .catch(function () { /* the next tick tries again */ })
+      .finally(next);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var panel = document.getElementById("instances-panel");
+    if (panel) window.setTimeout(function () { poll(panel); }, INTERVAL_MS);
+  });
+})();
