@@ -27,7 +27,8 @@ class ApiKeyCreateSerializer(serializers.Serializer):
     scopes = serializers.ListField(child=serializers.ChoiceField(choices=Scope.choices), min_length=1, max_length=3)
     role = serializers.ChoiceField(choices=Role.choices, required=False,
                                    help_text="Highest role the key acts with; never above your own. Default: developer.")
-    user_id = serializers.IntegerField(required=False, allow_null=True,
+    # Bounded to a database id: a larger number would overflow the query instead of failing validation.
+    user_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=2**63 - 1,
                                        help_text="Member the key belongs to; omit for a service key.")
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
 

@@ -11,6 +11,10 @@ logger = logging.getLogger(__name__)
 def exception_handler(exc, context):
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(_detail(exc))
+    if isinstance(exc, RecursionError) and "JSON" in str(exc):
+        # json.loads gives up on very deep nesting with a RecursionError, which DRF's parser
+        # does not catch; it is a malformed body, not a server error.
+        exc = exceptions.ParseError("JSON parse error - the body is nested too deeply.")
     if isinstance(exc, exceptions.PermissionDenied):
         _audit_denial(context.get("request"), exc)
     return drf_exception_handler(exc, context)

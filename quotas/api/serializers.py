@@ -10,9 +10,10 @@ def _limit(name: str):
 
 class QuotaPolicySerializer(serializers.ModelSerializer):
     subject = serializers.CharField(read_only=True)
-    api_key_id = serializers.IntegerField(required=False, allow_null=True)
+    # Ids are bounded to the database's range: a larger number would overflow the query, not fail validation.
+    api_key_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=2**63 - 1)
     api_key_prefix = serializers.CharField(source="api_key.prefix", read_only=True, default=None)
-    user_id = serializers.IntegerField(required=False, allow_null=True)
+    user_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=2**63 - 1)
     requests_per_minute = _limit("requests_per_minute")
     tokens_per_minute = _limit("tokens_per_minute")
     max_concurrent_requests = _limit("max_concurrent_requests")
