@@ -14,7 +14,7 @@ class ModelForm(forms.Form):
 class VersionForm(forms.Form):
     version = forms.CharField(max_length=64)
     artifact_uri = forms.CharField(label="Artifact URI", max_length=1000,
-                                   help_text="A path under the model root, file:, s3:, hf: …")
+                                   help_text="A path under the model root, hf://org/repo@revision, s3://bucket/path or https://…")
     checksum = forms.CharField(required=False, max_length=200)
     quantization = forms.ChoiceField(choices=Quantization.choices, initial=Quantization.NONE)
     dtype = forms.ChoiceField(choices=[(d, d) for d in DTYPES], initial="auto")

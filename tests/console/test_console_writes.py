@@ -1,0 +1,151 @@
+"""Console writes go through the services, check the caller's role, and stay inside the caller's tenants."""
+import re
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from apikeys.models import ApiKey
+from audit.models import AuditEvent
+from fleet.states import InstanceState
+from quotas.models import QuotaPolicy
+from tenants.models import Membership, Tenant
+
+pytestmark = pytest.mark.django_db
+SECRET = re.compile(r'value="(sy_[^"]+)"')
+
+
+def secret_in(response) -> str:
+    match = SECRET.search(response.content.decode())
+    assert match, "the secret was not shown"
+    return match.group(1)
+
+
+def test_a_new_key_is_shown_once_and_never_listed(world, login):
+    client = login("alice")
+    response = client.post(reverse("console:key-create"), {"tenant": "tenant-a", "name": "laptop",
+                                                           "scopes": ["inference"], "role": "developer"})
+    raw = secret_in(response)
+    assert response["Cache-Control"].startswith("max-age=0") or "no-store" in response["Cache-Control"]
+    key = ApiKey.objects.get(name="laptop")
+    assert raw.startswith(key.prefix) and key.user == world.users["alice"]
+    listing = client.get(reverse("console:keys")).content.decode()
+    assert key.prefix in listing and raw not in listing
+    assert AuditEvent.objects.filter(action="api_key.create", actor_label="alice").exists()
+
+
+def test_a_developer_gets_an_inference_key_of_their_own_whatever_they_ask(world, login):
+    login("erin").post(reverse("console:key-create"), {"tenant": "tenant-a", "name": "mine",
+                                                       "scopes": ["admin"], "role": "owner"})
+    key = ApiKey.objects.get(name="mine")
+    assert (key.scopes, key.role, key.user) == (["inference"], "developer", world.users["erin"])
+
+
+def test_rotating_shows_the_successor_secret_once(world, login):
+    response = login("alice").post(reverse("console:key-rotate", args=[world.keys["a"].pk]))
+    raw = secret_in(response)
+    successor = ApiKey.objects.get(rotated_from=world.keys["a"])
+    assert raw.startswith(successor.prefix)
+
+
+def test_revoke_respects_visibility_and_role(world, login):
+    assert login("erin").post(reverse("console:key-revoke", args=[world.keys["a"].pk])).status_code == 404
+    assert login("victor").post(reverse("console:key-revoke", args=[world.keys["erin"].pk])).status_code == 403
+    assert login("alice").post(reverse("console:key-revoke", args=[world.keys["b"].pk])).status_code == 404
+    assert login("erin").post(reverse("console:key-revoke", args=[world.keys["erin"].pk])).status_code == 302
+    assert ApiKey.objects.get(pk=world.keys["erin"].pk).state() == "revoked"
+    assert ApiKey.objects.get(pk=world.keys["a"].pk).state() == "active"
+
+
+def test_tenant_b_urls_are_404_for_a_tenant_a_owner(world, login):
+    client = login("alice")
+    bob_membership = Membership.objects.get(user=world.users["bob"])
+    posts = [reverse("console:member-add", args=["tenant-b"]), reverse("console:quota-update", args=["tenant-b"]),
+             reverse("console:member-role", args=["tenant-b", bob_membership.pk]),
+             reverse("console:member-remove", args=["tenant-b", bob_membership.pk]),
+             reverse("console:scale", args=[world.dep_b.pk]), reverse("console:deployment-delete", args=[world.dep_b.pk]),
+             reverse("console:instance-action", args=[world.dep_b.pk, world.dep_b.instances.get().pk, "drain"])]
+    for url in posts:
+        assert client.post(url, {"role": "viewer", "email": "x@example.test", "min_replicas": 1,
+                                 "max_replicas": 1, "warm_pool_size": 0}).status_code == 404, url
+    assert Membership.objects.filter(tenant=world.b).count() == 1
+
+
+def test_members_are_managed_within_ones_rank(world, login):
+    client = login("alice")
+    client.post(reverse("console:member-add", args=["tenant-a"]), {"email": "new@example.test", "role": "developer"})
+    member = Membership.objects.get(tenant=world.a, user__email="new@example.test")
+    client.post(reverse("console:member-role", args=["tenant-a", member.pk]), {"role": "viewer"})
+    assert Membership.objects.get(pk=member.pk).role == "viewer"
+    client.post(reverse("console:member-remove", args=["tenant-a", member.pk]))
+    assert not Membership.objects.filter(pk=member.pk).exists()
+    denied = login("erin").post(reverse("console:member-add", args=["tenant-a"]), {"email": "z@example.test", "role": "viewer"})
+    assert denied.status_code == 403
+
+
+def test_quota_edit_needs_manage_quotas(world, login):
+    url = reverse("console:quota-update", args=["tenant-a"])
+    form = {"requests_per_minute": "600", "allowed_models": "console-coder, other"}
+    assert login("erin").post(url, form).status_code == 403
+    login("alice").post(url, form)
+    policy = QuotaPolicy.objects.get(tenant=world.a, api_key=None, user=None)
+    assert policy.requests_per_minute == 600 and policy.allowed_models == ["console-coder", "other"]
+
+
+def test_only_platform_admins_create_and_suspend_tenants(world, login):
+    assert login("alice").post(reverse("console:tenant-create"), {"slug": "x", "name": "X", "region": "local",
+                                                                  "isolation": "shared"}).status_code == 403
+    assert login("alice").post(reverse("console:tenant-status", args=["tenant-a", "suspend"])).status_code == 403
+    charlie = login("charlie")
+    charlie.post(reverse("console:tenant-create"), {"slug": "gamma", "name": "Gamma", "region": "local",
+                                                    "isolation": "dedicated"})
+    charlie.post(reverse("console:tenant-status", args=["gamma", "suspend"]))
+    assert Tenant.objects.get(slug="gamma").status == "suspended"
+
+
+def test_fleet_actions_need_the_admin_role(world, login):
+    scale = {"min_replicas": 2, "max_replicas": 3, "warm_pool_size": 0}
+    assert login("erin").post(reverse("console:scale", args=[world.dep_a.pk]), scale).status_code == 403
+    login("alice").post(reverse("console:scale", args=[world.dep_a.pk]), scale)
+    world.dep_a.refresh_from_db()
+    assert (world.dep_a.min_replicas, world.dep_a.max_replicas) == (2, 3)
+    instance = world.dep_a.instances.get()
+    login("alice").post(reverse("console:instance-action", args=[world.dep_a.pk, instance.pk, "drain"]))
+    instance.refresh_from_db()
+    assert instance.state == InstanceState.DRAINING
+
+
+def test_instances_endpoint_reports_progress(world, login):
+    data = login("alice").get(reverse("console:instances-json", args=[world.dep_a.pk])).json()
+    assert data["summary"]["ready"] == 1 and data["instances"][0]["queue"] == 2 and data["instances"][0]["kv_cache"] == 25.0
+
+
+def test_registry_writes_are_platform_only(world, login):
+    assert login("alice").post(reverse("console:model-create"), {"name": "m", "family": "other"}).status_code == 403
+    charlie = login("charlie")
+    charlie.post(reverse("console:model-create"), {"name": "qwen-test", "family": "qwen-coder"})
+    from models_registry.models import Model
+
+    model = Model.objects.get(name="qwen-test")
+    charlie.post(reverse("console:version-create", args=[model.pk]),
+                 {f"m{model.pk}-{k}": v for k, v in {"version": "v1", "artifact_uri": "s3://models/qwen-test/v1",
+                                                     "quantization": "none", "dtype": "auto"}.items()})
+    version = model.versions.get()
+    charlie.post(reverse("console:version-action", args=[version.pk, "publish"]))
+    version.refresh_from_db()
+    assert version.status == "published"
+
+
+def test_every_form_needs_its_csrf_token(world):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(world.users["alice"])
+    response = client.post(reverse("console:key-create"), {"tenant": "tenant-a", "name": "x", "scopes": ["inference"],
+                                                           "role": "developer"})
+    assert response.status_code == 403 and not ApiKey.objects.filter(name="x").exists()
+    page = client.get(reverse("console:keys")).content.decode()
+    assert page.count("csrfmiddlewaretoken") >= page.count('method="post"')
+
+
+def test_chain_verification_page_says_intact(world, login):
+    html = login("charlie").get(reverse("console:audit-verify")).content.decode()
+    assert "The audit chain is intact" in html
