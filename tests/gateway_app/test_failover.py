@@ -1,0 +1,89 @@
+"""An engine dies under load: nothing hangs, non-streaming requests finish on the other engine,
+an in-flight stream ends with an SSE error event, and every request is metered exactly once."""
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+
+from tests.gateway_app.conftest import MODEL, client_for
+from tests.gateway_app.helpers import add_deployment, make_model_version, usage_rows
+from tests.gateway_app.conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+TIMEOUTS = {"connect_timeout": 1.0, "first_byte_timeout": 15.0, "idle_timeout": 5.0, "eject_after_failures": 2}
+
+
+@pytest.fixture
+def two_engines(simulators):
+    engines = [simulators("--decode-ms-per-token", "4", "--max-num-seqs", "64") for _ in range(2)]
+    yield engines
+    for engine in engines:
+        engine.stop()
+
+
+def test_killing_an_engine_under_load_loses_no_non_streaming_request(gateway, alice, two_engines):
+    add_deployment(make_model_version(MODEL), tenant=None, name="pair", urls=[e.url for e in two_engines])
+    server = gateway(**TIMEOUTS)
+    server.wait_until_serving(alice.key.raw, MODEL)
+    client = client_for(server, alice.key.raw, timeout=30)
+    ids = [uuid.uuid4().hex for _ in range(24)]
+    outcomes = {}
+
+    def call(rid):
+        try:
+            result = client.completions.create(model=MODEL, prompt=f"task {rid}", max_tokens=200,
+                                               extra_headers={"x-request-id": rid})
+            outcomes[rid] = result.usage.completion_tokens
+        except Exception as exc:  # reported below: every request must succeed
+            outcomes[rid] = exc
+
+    threads = [threading.Thread(target=call, args=(rid,)) for rid in ids]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)  # requests are generating on both engines (200 tokens × 4 ms)
+    two_engines[0].stop()
+    for thread in threads:
+        thread.join(timeout=40)
+    assert not any(t.is_alive() for t in threads), "a request hung past its timeouts"
+    assert outcomes == {rid: 200 for rid in ids}
+    rows = wait_for(lambda: (r := usage_rows(request_id__in=ids)) and len(r) == len(ids) and r, timeout=5)
+    assert rows and sorted(r.request_id for r in rows) == sorted(ids)  # once each
+    survivor = {i for i in rows if i.outcome == "ok"}
+    assert len(survivor) == len(ids)
+    retried = server.app.metrics.retries.labels(MODEL)._value.get()
+    assert retried >= 1  # some requests were in flight on the killed engine and went to the other
+    after = client.completions.create(model=MODEL, prompt="after", max_tokens=3)
+    assert after.usage.completion_tokens == 3
+
+
+def test_a_stream_cut_by_a_dying_engine_ends_with_an_error_event(gateway, alice, simulators):
+    engine = simulators("--decode-ms-per-token", "5", model="solo")
+    add_deployment(make_model_version("solo"), tenant=None, name="solo", urls=[engine.url])
+    server = gateway(**TIMEOUTS)
+    server.wait_until_serving(alice.key.raw, "solo")
+    rid = uuid.uuid4().hex
+    body = {"model": "solo", "prompt": "long", "max_tokens": 2000, "stream": True}
+    with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=30,
+                      headers={"authorization": f"Bearer {alice.key.raw}", "x-request-id": rid}) as response:
+        lines = response.iter_lines()
+        seen = [next(lines) for _ in range(10)]
+        engine.stop()
+        rest = list(lines)  # must end: the gateway closes the stream with an error event
+    text = "\n".join(seen + rest)
+    assert '"code":"upstream_error"' in text and text.rstrip().endswith("data: [DONE]")
+    row = wait_for(lambda: usage_rows(request_id=rid), timeout=5)[0]
+    assert row.outcome == "upstream_error" and row.streamed and 0 < row.completion_tokens < 2000
+
+
+def test_a_refused_connection_fails_over_and_the_dead_engine_is_ejected(gateway, alice, fast_sims, simulators):
+    dead = simulators()
+    dead.stop()  # its port now refuses connections; the snapshot still says ready
+    add_deployment(make_model_version(MODEL), tenant=None, name="half-dead", urls=[dead.url, fast_sims[0].url])
+    server = gateway(**TIMEOUTS)
+    server.wait_until_serving(alice.key.raw, MODEL)
+    client = client_for(server, alice.key.raw)
+    for n in range(8):
+        assert client.completions.create(model=MODEL, prompt=f"p{n}", max_tokens=2).usage.completion_tokens == 2
+    assert len(server.app.state.balancer.ejected) == 1
