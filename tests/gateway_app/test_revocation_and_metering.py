@@ -1,0 +1,56 @@
+"""Revocation reaches the gateway within a second; every request is metered exactly once."""
+import time
+import uuid
+
+import httpx
+import pytest
+
+from apikeys.services import revoke_api_key
+from tests.factories import SYSTEM
+from tests.gateway_app.conftest import MODEL, wait_for
+from tests.gateway_app.helpers import usage_rows
+
+pytestmark = pytest.mark.django_db(transaction=True)
+BODY = {"model": MODEL, "prompt": "hi", "max_tokens": 2}
+
+
+def test_a_revoked_key_is_refused_within_one_second(served):
+    key = served.alice.key
+    assert served.gateway.post("/v1/completions", key.raw, BODY).status_code == 200  # now cached
+    revoke_api_key(key.api_key, actor=SYSTEM)
+    deadline = time.monotonic() + 1.0 + 0.25  # the promise, plus slack for this test's own requests
+    status = 200
+    while status == 200 and time.monotonic() < deadline:
+        status = served.gateway.post("/v1/completions", key.raw, BODY).status_code
+    assert status == 401
+    assert served.gateway.post("/v1/completions", key.raw, BODY).json()["error"]["code"] == "api_key_revoked"
+
+
+def test_refused_requests_are_metered_once_each(served):
+    ids = {"unknown-model": uuid.uuid4().hex, "bad-json": uuid.uuid4().hex}
+    served.gateway.post("/v1/completions", served.alice.key.raw, {**BODY, "model": "nope"},
+                        headers={"x-request-id": ids["unknown-model"]})
+    served.gateway.post("/v1/completions", served.alice.key.raw, b"{", headers={"x-request-id": ids["bad-json"]})
+    rows = wait_for(lambda: (r := usage_rows(request_id__in=ids.values())) and len(r) == 2 and r, timeout=5)
+    by_id = {row.request_id: row for row in rows}
+    assert (by_id[ids["unknown-model"]].status_code, by_id[ids["unknown-model"]].outcome) == (404, "client_error")
+    assert by_id[ids["bad-json"]].status_code == 400
+    assert all(row.completion_tokens == 0 for row in rows)
+
+
+def test_a_client_leaving_mid_stream_is_billed_once_for_what_was_generated(gateway, alice, simulators):
+    from tests.gateway_app.helpers import add_deployment, make_model_version
+
+    engine = simulators("--decode-ms-per-token", "5", model="slow-coder")
+    add_deployment(make_model_version("slow-coder"), tenant=None, name="slow", urls=[engine.url])
+    server = gateway()
+    server.wait_until_serving(alice.key.raw, "slow-coder")
+    rid = uuid.uuid4().hex
+    body = {"model": "slow-coder", "prompt": "write a lot", "max_tokens": 2000, "stream": True}
+    with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=30,
+                      headers={"authorization": f"Bearer {alice.key.raw}", "x-request-id": rid}) as response:
+        events = [line for line, _ in zip(response.iter_lines(), range(20))]
+    assert any(e.startswith("data: {") for e in events)
+    row = wait_for(lambda: (r := usage_rows(request_id=rid)) and r[0], timeout=5)
+    assert row.outcome == "cancelled" and row.streamed
+    assert 0 < row.completion_tokens < 2000  # what was streamed before the client left
