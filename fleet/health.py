@@ -78,7 +78,7 @@ def _check_starting(instance: Instance, backend, result: Probe) -> str:
     if result.ok:
         try_transition(instance.pk, S.READY)
         return "ready"
-    deadline = min(backend.start_deadline_seconds, settings.SWITCHYARD_FLEET_START_DEADLINE_SECONDS)
+    deadline = backend.start_deadline_seconds
     if timezone.now() - instance.starting_at > timedelta(seconds=deadline):
         fail_instance(instance.pk, f"not healthy within the {deadline:.0f} s start-up deadline")
         return "start-timeout"

@@ -10,7 +10,6 @@ VLLM_MODULE = "vllm.entrypoints.openai.api_server"
 
 class LocalBackend(ProcessBackend):
     name = "local"
-    start_deadline_seconds = 300.0
     extra_env = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
     def argv(self, instance, port: int) -> list[str]:
@@ -23,6 +22,11 @@ class LocalBackend(ProcessBackend):
         if flags and not flags[0].startswith("-"):  # already a full command line
             return list(flags)
         return [settings.SWITCHYARD_ENGINE_PYTHON, "-m", VLLM_MODULE, *flags]
+
+    @property
+    def start_deadline_seconds(self) -> float:
+        """vLLM start-up (≈45 s idle) stretches a lot on a busy CPU host, so operators tune it."""
+        return float(settings.SWITCHYARD_FLEET_START_DEADLINE_SECONDS)
 
     def engine_available(self) -> bool:
         return Path(settings.SWITCHYARD_ENGINE_PYTHON).exists()
