@@ -3,13 +3,14 @@ import math
 from datetime import timezone as dt_timezone
 from decimal import Decimal
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q
 from django.db.models.functions import Trunc
 
-from console.timerange import TimeRange
+from console.timerange import TimeRange, floor
 from fleet.models import Deployment, Instance
 from fleet.states import InstanceState
-from usage.models import CostRollup, Granularity, Outcome, UsageEvent
+from usage import selectors
+from usage.models import Granularity, Outcome, UsageEvent
 
 SERVER_ERRORS = (Outcome.UPSTREAM_ERROR, Outcome.TIMEOUT)
 
@@ -47,15 +48,15 @@ def error_rate(events) -> float | None:
     return totals["bad"] / totals["total"] if totals["total"] else None
 
 
-def cost_per_completion(tenant_ids, tr: TimeRange, events) -> Decimal | None:
-    """Allocated cost of the range's hours divided by completed requests (needs the hourly rollup)."""
-    costs = CostRollup.objects.filter(scope_filter(tenant_ids), granularity=Granularity.HOUR,
-                                      period_start__gte=tr.start, period_start__lt=tr.end)
-    total = costs.aggregate(s=Sum("cost_usd"))["s"]
-    completions = events.filter(outcome=Outcome.OK).count()
-    if total is None or not completions:
+def cost_per_completion(tenant_ids, tr: TimeRange) -> Decimal | None:
+    """Total cost (idle included) per completed request over the range's hours, from the usage rollups."""
+    query = selectors.UsageQuery(tenant_ids=tenant_ids, since=floor(tr.start, "hour"), until=tr.end,
+                                 granularity=Granularity.HOUR)
+    rows = selectors.cost_table(query, "tenant")
+    completions = sum(row["completions"] for row in rows)
+    if not completions:
         return None
-    return total / completions
+    return sum((Decimal(row["total_cost_usd"]) for row in rows), Decimal(0)) / completions
 
 
 def top_tenants(events, limit: int = 5) -> list[tuple[str, float]]:

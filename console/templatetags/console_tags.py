@@ -1,4 +1,6 @@
 """Console template helpers: the main navigation (only sections the user may open) and number formats."""
+from decimal import Decimal
+
 from django import template
 from django.urls import reverse
 
@@ -44,7 +46,13 @@ def ms(value):
 
 @register.filter
 def usd(value, digits=4):
-    return "—" if value is None else f"${value:,.{digits}f}"
+    """Dollars from a Decimal, float or the selectors' decimal strings."""
+    return "—" if value in (None, "") else f"${Decimal(str(value)):,.{digits}f}"
+
+
+@register.filter
+def money(value, digits=2):
+    return "—" if value in (None, "") else f"{Decimal(str(value)):,.{digits}f}"
 
 
 @register.filter

@@ -29,7 +29,7 @@ def _numbers(events, tenant_ids, tr) -> dict:
     total = events.count()
     return {"total_requests": total, "requests_per_minute": total / tr.minutes,
             "ttft_p95": stats.percentile(events, "ttft_ms", 0.95), "error_rate": stats.error_rate(events),
-            "cost_per_completion": stats.cost_per_completion(tenant_ids, tr, events)}
+            "cost_per_completion": stats.cost_per_completion(tenant_ids, tr)}
 
 
 def _charts(events, tenant_ids, tr) -> dict:

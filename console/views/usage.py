@@ -1,4 +1,4 @@
-"""Usage & cost: time series and a tenant × model breakdown from the rollups, with CSV download."""
+"""Usage & cost: time series, cost per tenant and usage per model version (usage selectors), CSV download."""
 import csv
 
 from django.contrib.auth.decorators import login_required
@@ -7,14 +7,16 @@ from django.shortcuts import render
 
 from console import usage_data
 from console.access import operations_or_404
-from console.charts import line_chart
-from console.timerange import RANGES, time_range
+from console.charts import bar_chart, line_chart
+from console.timerange import time_range
 from console.views.overview import scoped_tenant_ids
 
 USAGE_RANGES = ("24h", "7d", "30d")
 
 
 class _Echo:
+    """csv.writer target that hands each line back instead of storing it."""
+
     def write(self, value):
         return value
 
@@ -22,28 +24,28 @@ class _Echo:
 @login_required
 def usage_page(request):
     principal = operations_or_404(request)
-    params = request.GET if request.GET.get("range") in USAGE_RANGES else {"range": "24h"}
-    tr = time_range(params)
-    tenant_ids = scoped_tenant_ids(principal)
-    rows = usage_data.breakdown(tenant_ids, tr)
+    tr = time_range(request.GET if request.GET.get("range") in USAGE_RANGES else {"range": "24h"})
+    q = usage_data.query(scoped_tenant_ids(principal), tr)
+    costs = usage_data.cost_by_tenant(q)
     if request.GET.get("format") == "csv":
-        return _csv(rows, tr)
-    series = usage_data.time_series(tenant_ids, tr)
+        return _csv(usage_data.csv_rows(costs), tr)
     return render(request, "console/usage.html", {
-        "range": tr, "range_choices": [c for c in tr.choices() if c[0] in USAGE_RANGES], "rows": rows,
-        "totals": usage_data.totals(rows), "has_data": any(v for _, v in series["requests"]) or bool(rows),
-        "requests_chart": line_chart(series["requests"], title=f"Requests per {tr.unit}", unit=tr.unit,
-                                     value_label="requests"),
-        "tokens_chart": line_chart(series["tokens"], title=f"Tokens per {tr.unit}", unit=tr.unit, value_label="tokens"),
-        "cost_chart": line_chart(series["cost"], title=f"Cost (USD) per {tr.unit}", unit=tr.unit, value_label="USD")})
+        "range": tr, "range_choices": [c for c in tr.choices() if c[0] in USAGE_RANGES], "costs": costs,
+        "models": usage_data.usage_by_model(q), **_charts(q, tr)})
+
+
+def _charts(q, tr) -> dict:
+    points = usage_data.series(q, tr)
+    per_day = usage_data.cost_per_day(q)
+    return {"has_traffic": any(v for _, v in points["requests"]),
+            "requests_chart": line_chart(points["requests"], title=f"Requests per {tr.unit}", unit=tr.unit,
+                                         value_label="requests"),
+            "tokens_chart": line_chart(points["tokens"], title=f"Tokens per {tr.unit}", unit=tr.unit, value_label="tokens"),
+            "cost_chart": bar_chart(per_day, title="Cost per day (USD)", value_label="USD") if per_day else ""}
 
 
 def _csv(rows, tr):
     writer = csv.writer(_Echo())
-    lines = [writer.writerow(usage_data.CSV_COLUMNS)] + [writer.writerow(usage_data.csv_row(r)) for r in rows]
-    response = StreamingHttpResponse(iter(lines), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="switchyard-usage-{tr.key}.csv"'
+    response = StreamingHttpResponse((writer.writerow(row) for row in rows), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="switchyard-cost-{tr.key}.csv"'
     return response
-
-
-__all__ = ["usage_page", "RANGES"]
