@@ -143,9 +143,9 @@ def add_deployment(version, *, tenant, name: str, urls: list[str], **fields):
     from fleet.models import Deployment, Instance, RuntimeBackend
     from fleet.states import InstanceState
 
+    fields.setdefault("runtime_backend", RuntimeBackend.SIMULATOR)
     with transaction.atomic():
-        deployment = Deployment.objects.create(tenant=tenant, name=name, model_version=version,
-                                               runtime_backend=RuntimeBackend.SIMULATOR, **fields)
+        deployment = Deployment.objects.create(tenant=tenant, name=name, model_version=version, **fields)
         record_event(actor=SYSTEM, action="fleet.deployment.create", tenant=tenant, target=deployment)
         for url in urls:
             Instance.objects.create(deployment=deployment, state=InstanceState.READY, endpoint_url=url,
