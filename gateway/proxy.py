@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from gateway import errors
-from gateway.http import JSON_HEADERS, SSE_HEADERS
+from gateway.http import SSE_HEADERS
 from gateway.snapshot import Upstream
 from gateway.sse import SseRelay
 

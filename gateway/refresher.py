@@ -28,7 +28,6 @@ class SnapshotRefresher:
         self.state = state
         self.interval = interval
         self.loads = 0
-        self.changed = asyncio.Event()  # set after each swap; tests wait on it
         self._last_probe = 0.0
 
     async def run(self) -> None:
@@ -61,8 +60,6 @@ class SnapshotRefresher:
         state.balancer.forget_missing(live)
         self.loads += 1
         state.metrics.snapshot_version.set(self.loads)
-        self.changed.set()
-        self.changed = asyncio.Event()
 
     async def _probe_ejected(self) -> None:
         state = self.state

@@ -6,7 +6,6 @@ migration), so `audit_head` puts it back.
 """
 from __future__ import annotations
 
-import asyncio
 import time
 from types import SimpleNamespace
 
@@ -15,8 +14,7 @@ from openai import OpenAI
 
 from apikeys.scopes import Scope
 from tests.factories import make_key, make_member, make_tenant, make_user
-from tests.gateway_app.helpers import (GatewayServer, SimulatorProcess, add_deployment, bump_config_version,
-                                       make_model_version)
+from tests.gateway_app.helpers import GatewayServer, SimulatorProcess, add_deployment, make_model_version
 
 MODEL = "sim-coder"
 
@@ -133,6 +131,3 @@ def wait_for(condition, timeout: float, interval: float = 0.02):
             return value
         time.sleep(interval)
     return None
-
-
-__all__ = ["MODEL", "asyncio", "bump_config_version", "client_for", "inference_key", "wait_for"]

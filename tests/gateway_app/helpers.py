@@ -14,7 +14,6 @@ from pathlib import Path
 
 import httpx
 import uvicorn
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -153,16 +152,7 @@ def add_deployment(version, *, tenant, name: str, urls: list[str], **fields):
     return deployment
 
 
-def bump_config_version() -> None:
-    """An audited no-op change: moves the version marker like any configuration write."""
-    record_event(actor=SYSTEM, action="tests.touch")
-
-
 def usage_rows(**filters) -> list:
     from usage.models import UsageEvent
 
     return list(UsageEvent.objects.filter(**filters).order_by("occurred_at"))
-
-
-def uses_redis() -> bool:
-    return bool(settings.SWITCHYARD_GATEWAY_REDIS_URL)

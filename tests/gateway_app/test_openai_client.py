@@ -42,8 +42,8 @@ def test_stream_without_usage_option_gets_no_usage_chunk_but_is_metered(served):
 def test_every_response_carries_a_request_id(served):
     raw = served.client.completions.with_raw_response.create(model=MODEL, prompt="a", max_tokens=1)
     assert raw.headers["x-request-id"]
-    mine = served.gateway.post("/v1/completions", served.alice.key.raw, {"model": MODEL, "prompt": "a", "max_tokens": 1},
-                               headers={"x-request-id": "trace-123"})
+    body = {"model": MODEL, "prompt": "a", "max_tokens": 1}
+    mine = served.gateway.post("/v1/completions", served.alice.key.raw, body, headers={"x-request-id": "trace-123"})
     assert mine.headers["x-request-id"] == "trace-123"
 
 

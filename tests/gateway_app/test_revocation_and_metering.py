@@ -8,7 +8,7 @@ import pytest
 from apikeys.services import revoke_api_key
 from tests.factories import SYSTEM
 from tests.gateway_app.conftest import MODEL, wait_for
-from tests.gateway_app.helpers import usage_rows
+from tests.gateway_app.helpers import add_deployment, make_model_version, usage_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BODY = {"model": MODEL, "prompt": "hi", "max_tokens": 2}
@@ -39,8 +39,6 @@ def test_refused_requests_are_metered_once_each(served):
 
 
 def test_a_client_leaving_mid_stream_is_billed_once_for_what_was_generated(gateway, alice, simulators):
-    from tests.gateway_app.helpers import add_deployment, make_model_version
-
     engine = simulators("--decode-ms-per-token", "5", model="slow-coder")
     add_deployment(make_model_version("slow-coder"), tenant=None, name="slow", urls=[engine.url])
     server = gateway()
