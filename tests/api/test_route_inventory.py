@@ -5,7 +5,8 @@ this file. Outcomes, by kind of route:
 - PUBLIC (documented in controlplane/urls.py): answers without credentials.
 - API (`/api/v1/…`): 401 or 403 with a JSON body; a rejected key is audited by its prefix only.
 - HTML (console, admin): a redirect, with an empty body, whose chain ends at the console sign-in
-  page — the page content is never sent. `/console/logout/` is the one exception: it is POST-only,
+  page — the page content is never sent. These pages read only the session cookie, so they get
+  the variants that put a *valid* key somewhere (HTML_VARIANTS) besides no credentials at all. `/console/logout/` is the one exception: it is POST-only,
   so a GET is a 405 with an empty body (nothing to leak, nothing to sign out of).
 """
 import base64
@@ -45,24 +46,34 @@ def _walk(patterns, prefix=""):
 ROUTES = sorted(set(_walk(get_resolver().url_patterns)), key=lambda r: (r[0], r[1] or ""))
 
 
+def _plausible(name: str, pattern: str, values: dict) -> str:
+    """A known id/slug for `name`, else a value the group's own regex or converter accepts."""
+    if name in values:
+        return str(values[name])
+    if re.fullmatch(r"[\w|-]+", pattern) and "|" in pattern:  # an alternation: (drain|restart)
+        return pattern.split("|")[0]
+    return "1" if pattern in ("int", "path", "") or "0-9" in pattern or "\\d" in pattern else values["slug"]
+
+
 def _fill(route: str, values: dict) -> str:
     """A concrete path for a route: named groups / converters filled, regex syntax removed."""
-    path = re.sub(r"\(\?P<(\w+)>(?:[^()]|\([^()]*\))*\)", lambda m: str(values[m.group(1)]), route)
-    path = re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(values[m.group(1)]), path)
+    group = r"\(\?P<(\w+)>((?:[^()]|\([^()]*\))*)\)"
+    path = re.sub(group, lambda m: _plausible(m.group(1), m.group(2), values), route)
+    path = re.sub(r"<(?:(\w+):)?(\w+)>", lambda m: _plausible(m.group(2), m.group(1) or "", values), path)
     path = path.replace("^", "").replace("$", "").replace("/?", "/")
     return "/" + path.replace("\\", "")
 
 
 @pytest.fixture
-def ids(alice, bob):
+def ids(alice):
     """Real ids and slugs to put in URLs, so that a refusal is never a mere 404 in disguise."""
     member = alice.tenant.memberships.first()
     key = ApiKey.objects.filter(tenant=alice.tenant).first()
     return {
         "slug": alice.tenant.slug, "tenant_slug": alice.tenant.slug, "member-pk": member.pk,
-        "api-key-pk": key.pk, "quota-pk": alice.tenant.quota_policies.first().pk,
-        "seq": AuditEvent.objects.filter(tenant=alice.tenant).first().seq, "pk": 1, "model_pk": 1,
-        "instance_id": 1, "object_id": alice.user.pk, "id": alice.user.pk,
+        "api-key-pk": key.pk, "quota-pk": alice.tenant.quota_policies.first().pk, "key_id": key.pk,
+        "member_id": member.pk,
+        "seq": AuditEvent.objects.filter(tenant=alice.tenant).first().seq, "pk": 1, "object_id": alice.user.pk, "id": alice.user.pk,
         "content_type_id": ContentType.objects.get_for_model(ApiKey).pk, "app_label": "auth", "url": "no-such-page/",
     }
 
@@ -89,6 +100,7 @@ def variants(keys):
     basic = base64.b64encode(f"{valid}:".encode()).decode()
     return [
         ("no credentials", "", {}, None),
+        ("valid key as Bearer", "", {"HTTP_AUTHORIZATION": f"Bearer {valid}"}, None),  # HTML only
         ("malformed key", "", {"HTTP_AUTHORIZATION": f"Bearer {MALFORMED}"}, ""),
         ("revoked key", "", {"HTTP_AUTHORIZATION": f"Bearer {keys['revoked']}"}, keyformat.display_prefix(keys["revoked"])),
         ("expired key", "", {"HTTP_AUTHORIZATION": f"Bearer {keys['expired']}"}, keyformat.display_prefix(keys["expired"])),
@@ -100,6 +112,10 @@ def variants(keys):
         ("Authorization: Token", "", {"HTTP_AUTHORIZATION": f"Token {valid}"}, None),
         ("Authorization: Basic", "", {"HTTP_AUTHORIZATION": f"Basic {basic}"}, None),
     ]
+
+
+HTML_VARIANTS = {"no credentials", "valid key as Bearer", "?api_key=", "X-Api-Key", "Authorization: Basic"}
+BEARER_VARIANTS = {"malformed key", "revoked key", "expired key"}
 
 
 def _with_query(url, query):
@@ -125,12 +141,13 @@ def _html_refusal(client, url, headers) -> str | None:
     return "redirect chain never reached the sign-in page"
 
 
-def _api_refusal(client, url, headers, method="get") -> str | None:
-    response = getattr(client, method)(url, **headers)
-    if response.status_code not in (401, 403):
-        return f"{response.status_code}"
-    if "detail" not in response.json():
-        return "refusal without a JSON detail"
+def _api_refusal(client, url, headers, methods) -> str | None:
+    for method in methods:
+        response = getattr(client, method)(url, **headers)
+        if response.status_code not in (401, 403):
+            return f"{method} {response.status_code}"
+        if "detail" not in response.json():
+            return f"{method}: refusal without a JSON detail"
     return None
 
 
@@ -145,12 +162,15 @@ def test_route_refuses_without_valid_credentials(route, name, ids, keys, caplog)
     caplog.set_level(logging.DEBUG)
     url = concrete(route, name, ids)
     assert resolve(url.split("?")[0]).route == route.replace("^", ""), url  # reaches this very route
-    client, kind, problems = APIClient(), _kind(route), {}
+    client, kind, problems, tried = APIClient(), _kind(route), {}, []
     if kind == "public":
         response = client.get(url)
         assert response.status_code == 200, (url, response.status_code)
         return
     for variant, query, headers, audited_prefix in variants(keys):
+        if (kind == "html" and variant not in HTML_VARIANTS) or (kind == "api" and variant == "valid key as Bearer"):
+            continue
+        tried.append(variant)
         before = AuditEvent.objects.filter(action="auth.api_key_rejected").count()
         target = _with_query(url, query)
         if route in POST_ONLY_HTML:
@@ -159,18 +179,20 @@ def test_route_refuses_without_valid_credentials(route, name, ids, keys, caplog)
         elif kind == "html":
             problem = _html_refusal(client, target, headers)
         else:
-            problem = _api_refusal(client, target, headers) or _api_refusal(client, target, headers, "post")
-            problem = problem or _rejection_audit_problem(before, audited_prefix)
+            methods = ("get", "post") if variant in BEARER_VARIANTS | {"no credentials"} else ("get",)
+            problem = _api_refusal(client, target, headers, methods)
+            problem = problem or _rejection_audit_problem(before, audited_prefix, len(methods))
         if problem:
             problems[variant] = problem
     assert problems == {}, url
+    assert len(tried) == (len(HTML_VARIANTS) if kind == "html" else len(variants(keys)) - 1)
     _assert_no_raw_key_recorded(keys, caplog)
 
 
-def _rejection_audit_problem(before: int, prefix: str | None) -> str | None:
-    """Two attempts (GET and POST) with a bad Bearer key: two rejection rows, by prefix only."""
-    rows = list(AuditEvent.objects.filter(action="auth.api_key_rejected").order_by("-seq")[:2])
-    expected = 0 if prefix is None else 2
+def _rejection_audit_problem(before: int, prefix: str | None, attempts: int) -> str | None:
+    """One rejection row per attempt with a bad Bearer key, naming the key by its prefix only."""
+    expected = 0 if prefix is None else attempts
+    rows = list(AuditEvent.objects.filter(action="auth.api_key_rejected").order_by("-seq")[:expected])
     if AuditEvent.objects.filter(action="auth.api_key_rejected").count() - before != expected:
         return f"expected {expected} auth.api_key_rejected rows"
     if expected and any(row.after["prefix"] != (prefix or None) for row in rows):
