@@ -31,7 +31,9 @@
   function makeSortable(table) {
     var headers = table.querySelectorAll("thead th");
     headers.forEach(function (th, index) {
-      if (!th.textContent.trim() || th.querySelector(".visually-hidden") === th.firstElementChild) return;
+      var hidden = th.querySelector(".visually-hidden");
+      var label = th.textContent.trim();
+      if (!label || (hidden && hidden.textContent.trim() === label)) return;  // action columns: nothing to sort
       var button = document.createElement("button");
       button.type = "button";
       button.className = "sort";

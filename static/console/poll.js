@@ -14,7 +14,7 @@
       badge.textContent = instance.state_label;
     }
     var fields = { health: text(instance.health), queue: text(instance.queue), running: text(instance.running),
-                   kv_cache: text(instance.kv_cache, " %"), restarts: text(instance.restarts) };
+                   kv_cache: instance.kv_cache === null || instance.kv_cache === undefined ? "—" : instance.kv_cache.toFixed(1) + " %", restarts: text(instance.restarts) };
     Object.keys(fields).forEach(function (name) {
       var cell = row.querySelector('[data-field="' + name + '"]');
       if (cell) cell.textContent = fields[name];

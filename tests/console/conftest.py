@@ -38,9 +38,15 @@ def make_deployment(tenant, version, name="coder"):
 
 
 @pytest.fixture
-def world(db):
+def version_status():
+    """Published; browser (transactional) tests use a draft: SQLite's trigger lets a flush delete only drafts."""
+    return "published"
+
+
+@pytest.fixture
+def world(db, version_status):
     a, b = make_tenant("tenant-a"), make_tenant("tenant-b")
-    version = make_version()
+    version = make_version(status=version_status)
     people = {"alice": (a, "owner"), "bob": (b, "owner"), "dave": (a, "auditor"), "erin": (a, "developer"),
               "victor": (a, "viewer")}
     users = {name: make_member(tenant, role, make_user(name)) for name, (tenant, role) in people.items()}

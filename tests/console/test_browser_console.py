@@ -1,0 +1,149 @@
+"""The console in headless Chromium: sign in, keys shown once, audit export, tenant isolation, accessibility."""
+import re
+
+import pytest
+from django.urls import reverse
+from playwright.sync_api import expect
+
+from apikeys.models import ApiKey
+from tests.console.browser import chromium, screenshot, serious_violations, sign_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def audit_head(transactional_db):
+    """The chain head every audited write locks (a transactional test's flush deletes the migration's row)."""
+    from audit.chain import GENESIS_HASH, head_message, sign
+    from audit.models import AuditChainHead
+
+    AuditChainHead.objects.get_or_create(
+        pk=1, defaults={"seq": 0, "hash": GENESIS_HASH, "signature": sign(head_message(0, GENESIS_HASH))})
+
+
+@pytest.fixture
+def version_status():
+    return "draft"
+
+
+@pytest.fixture
+def world(audit_head, world):
+    return world
+
+
+@pytest.fixture
+def page_for(browser, live_server, world):
+    """Factory: a fresh signed-in page (own cookies) for one of the world's users."""
+    contexts = []
+
+    def open_as(username: str, **options):
+        context = browser.new_context(viewport={"width": 1280, "height": 860}, accept_downloads=True, **options)
+        contexts.append(context)
+        page = context.new_page()
+        sign_in(page, live_server.url, username)
+        return page
+
+    yield open_as
+    for context in contexts:
+        context.close()
+
+
+def test_sign_in_lands_on_the_overview(page_for, live_server):
+    page = page_for("alice")
+    assert page.url == f"{live_server.url}/console/"
+    assert page.get_by_role("heading", name="Overview").is_visible()
+
+
+def test_a_new_api_key_is_shown_once(page_for, live_server):
+    page = page_for("alice")
+    page.goto(f"{live_server.url}{reverse('console:keys')}")
+    page.get_by_label("Name").fill("browser key")
+    page.get_by_role("button", name="Create key").click()
+    secret = page.get_by_label(re.compile("Secret of")).input_value()
+    key = ApiKey.objects.get(name="browser key")
+    assert secret.startswith(key.prefix) and len(secret) > len(key.prefix) + 20
+    page.get_by_role("button", name="Copy").click()  # clipboard may be denied headless: a message either way
+    expect(page.locator(".copy-status")).to_have_text(re.compile(r"\w"))
+    page.get_by_role("link", name=re.compile("back to API keys")).click()
+    assert key.prefix in page.content() and secret not in page.content()
+    page.reload()
+    assert secret not in page.content()
+
+
+def test_the_audit_trail_downloads_as_csv(page_for, live_server):
+    page = page_for("charlie")
+    page.goto(f"{live_server.url}{reverse('console:audit')}")
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name="Export CSV").click()
+    download = download_info.value
+    assert download.suggested_filename == "switchyard-audit.csv"
+    with open(download.path(), encoding="utf-8") as handle:
+        text = handle.read()
+    assert text.startswith("seq,") and "tenant.create" in text and "auth.login" in text
+
+
+def test_a_tenant_a_admin_opening_a_tenant_b_url_gets_404(page_for, live_server, world):
+    page = page_for("alice")
+    response = page.goto(f"{live_server.url}{reverse('console:tenant', args=['tenant-b'])}")
+    assert response.status == 404
+    response = page.goto(f"{live_server.url}{reverse('console:deployment', args=[world.dep_b.pk])}")
+    assert response.status == 404
+    assert page.goto(f"{live_server.url}{reverse('console:tenant', args=['tenant-a'])}").status == 200
+
+
+def test_sortable_tables_sort_with_the_keyboard(page_for, live_server):
+    page = page_for("charlie")
+    page.goto(f"{live_server.url}{reverse('console:tenants')}")
+    header = page.get_by_role("button", name=re.compile("^Tenant"))
+    header.focus()
+    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")
+    cells = page.locator("table.sortable tbody tr td:first-child").all_inner_texts()
+    assert cells == sorted(cells, reverse=True)
+    assert page.locator("th[aria-sort=descending]").count() == 1
+
+
+def test_instances_refresh_themselves(page_for, live_server, world):
+    page = page_for("alice")
+    page.goto(f"{live_server.url}{reverse('console:deployment', args=[world.dep_a.pk])}")
+    assert page.locator("#progress-text").inner_text() == "1 of 1 ready"
+    instance = world.dep_a.instances.get()
+    instance.metrics = {"num_requests_waiting": 7, "kv_cache_usage_perc": 0.5}
+    instance.save(update_fields=["metrics"])  # what the health checker writes
+    # No string evaluation here: the page's CSP forbids eval, and the test must not need it either.
+    expect(page.locator('[data-field="queue"]')).to_have_text("7", timeout=10_000)
+    expect(page.locator('[data-field="kv_cache"]')).to_have_text("50.0 %")
+
+
+PAGES = [("overview", "console:home", ()), ("tenants", "console:tenants", ()), ("tenant", "console:tenant", ("tenant-a",)),
+         ("keys", "console:keys", ()), ("fleet", "console:fleet", ()), ("deployment", "console:deployment", None),
+         ("models", "console:models", ()), ("usage", "console:usage", ()), ("audit", "console:audit", ()),
+         ("audit-verify", "console:audit-verify", ()), ("slow", "console:slow", ())]
+
+
+def test_every_page_has_no_serious_accessibility_violations(browser, page_for, live_server, world):
+    from tests.console.test_usage_pages import traffic
+
+    traffic(world, 30)
+    page = page_for("charlie", bypass_csp=True)
+    found = {}
+    for name, route, args in PAGES:
+        page.goto(f"{live_server.url}{reverse(route, args=args if args is not None else [world.dep_a.pk])}")
+        found[name] = serious_violations(page)
+        screenshot(page, name)
+    page.goto(f"{live_server.url}{reverse('console:keys')}")
+    page.get_by_label("Name").fill("shown once")
+    page.get_by_role("button", name="Create key").click()
+    found["key-secret"] = serious_violations(page)
+    screenshot(page, "key-secret")
+    anonymous = browser.new_context(bypass_csp=True).new_page()
+    anonymous.goto(f"{live_server.url}{reverse('console:login')}")
+    found["login"] = serious_violations(anonymous)
+    screenshot(anonymous, "login")
+    assert {name: v for name, v in found.items() if v} == {}
