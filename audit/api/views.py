@@ -12,7 +12,7 @@ from audit.models import AuditEvent
 from audit.selectors import FILTER_NAMES, apply_filters, events_visible_to
 from audit.verify import verify_chain
 from controlplane.api.pagination import NewestFirstCursorPagination
-from tenants.access import Principal
+from tenants.access import Principal, has_perm, visible_tenants
 from tenants.roles import Perm
 
 FILTER_PARAMETERS = [OpenApiParameter(name, str, description=f"Filter by {name}") for name in FILTER_NAMES]
@@ -47,8 +47,13 @@ def _export_params(request):
     fmt = request.query_params.get("format", "jsonl")
     if fmt not in FORMATS:
         raise ValidationError({"format": f"Choose one of: {', '.join(FORMATS)}."})
+    principal = Principal.from_request(request)
+    if not principal.is_platform_admin and not any(
+            has_perm(principal, t, Perm.EXPORT_AUDIT) for t in visible_tenants(principal)):
+        # Without this a developer would get an empty "export" rather than being told no.
+        raise PermissionDenied("Your role does not allow exporting the audit trail.")
     filters = {name: request.query_params[name] for name in FILTER_NAMES if request.query_params.get(name)}
-    events = apply_filters(events_visible_to(Principal.from_request(request), Perm.EXPORT_AUDIT), filters)
+    events = apply_filters(events_visible_to(principal, Perm.EXPORT_AUDIT), filters)
     return fmt, filters, events
 
 
