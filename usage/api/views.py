@@ -4,6 +4,7 @@ import io
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -40,7 +41,7 @@ class UsageReadView(CrossTenantReadMixin, APIView):
 
 
 class UsageSeriesView(UsageReadView):
-    @extend_schema(parameters=[UsageQuerySerializer])
+    @extend_schema(parameters=[UsageQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request):
         """Requests, errors, tokens, latency percentiles and feedback per hour or day."""
         _, query = self.parsed(request)
@@ -50,7 +51,7 @@ class UsageSeriesView(UsageReadView):
 class UsageBreakdownView(UsageReadView):
     query_serializer = BreakdownQuerySerializer
 
-    @extend_schema(parameters=[BreakdownQuerySerializer])
+    @extend_schema(parameters=[BreakdownQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request):
         """Totals by tenant, model version, quantization, key prefix or day; `?format=csv` downloads them."""
         data, query = self.parsed(request)
@@ -63,7 +64,7 @@ class UsageBreakdownView(UsageReadView):
 class UsageCostView(UsageReadView):
     query_serializer = CostQuerySerializer
 
-    @extend_schema(parameters=[CostQuerySerializer])
+    @extend_schema(parameters=[CostQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request):
         """Cost by tenant, model version, quantization or day: usage and idle apart, per-unit costs, acceptance."""
         data, query = self.parsed(request)
@@ -74,6 +75,7 @@ class UsageCostView(UsageReadView):
 
 
 class BudgetStateView(UsageReadView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request):
         """Month-to-date tokens and cost of each tenant, and whether it is over budget."""
         tenant_ids = self.scoped_tenant_ids(request.query_params.get("tenant"))
