@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from audit.actor import Actor
+from models_registry.artifacts import validate_artifact_uri
 from models_registry.services import ensure_tiny_coder
 
 BUILDER = Path(__file__).resolve().parents[2] / "tiny_model_builder.py"
@@ -28,6 +29,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, model_dir, python, register, **options):
         model_dir = (model_dir or Path(settings.SWITCHYARD_MODEL_ROOT) / "tiny-coder").resolve()
+        if register:
+            self._check_registrable(model_dir)  # before minutes of building, not after
         if not Path(python).exists():
             raise CommandError(f"{python} not found: build the engine venv first (make engine).")
         # The builder imports torch and transformers, so it runs in the engine venv, not here.
@@ -38,9 +41,19 @@ class Command(BaseCommand):
         if register:
             self._register(model_dir)
 
+    def _check_registrable(self, model_dir: Path) -> None:
+        try:
+            validate_artifact_uri(str(model_dir))
+        except ValidationError as exc:
+            raise CommandError(_message(exc)) from None
+
     def _register(self, model_dir: Path) -> None:
         try:
             version = ensure_tiny_coder(model_dir=model_dir, actor=Actor.system("cli:make_tiny_model"))
         except ValidationError as exc:
-            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
+            raise CommandError(_message(exc)) from None
         self.stdout.write(f"registered {version} ({version.status})")
+
+
+def _message(exc: ValidationError) -> str:
+    return "; ".join(f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items())
