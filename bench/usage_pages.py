@@ -132,13 +132,12 @@ def _raw_cost(days: int):
     """Cost without CostRollup: allocate every hour's instance cost from raw events on the fly."""
     from django.utils import timezone
 
-    from usage.cost.hourly import hour_shares
-    from usage.periods import HOUR, floor_hour, periods
+    from usage.cost.hourly import range_shares
+    from usage.periods import floor_hour
 
     def run():
         now = timezone.now()
-        for hour in periods(floor_hour(now - timedelta(days=days)), floor_hour(now), HOUR):
-            hour_shares(hour, now)
+        range_shares(floor_hour(now - timedelta(days=days)), floor_hour(now), now)
     return run
 
 

@@ -8,7 +8,7 @@ from django.db.models import Q, Sum
 
 from audit.actor import Actor
 from quotas.models import QuotaPolicy
-from usage.cost.hourly import hour_shares
+from usage.cost.hourly import range_shares
 from usage.models import BudgetState, CostRollup, Granularity, RollupRun, UsageEvent, UsageRollup
 from usage.periods import HOUR, floor_hour, month_start, periods, recompute_window_start
 from usage.services import BUDGET_CACHE_KEY, set_budget_state
@@ -40,8 +40,8 @@ def month_to_date(now: datetime) -> dict[int, tuple[int, Decimal]]:
         tokens[row["tenant_id"]] += row["p"] + row["c"]
     for row in CostRollup.objects.filter(**rolled).values("tenant_id").annotate(s=Sum("cost_usd")).order_by():
         cost[row["tenant_id"]] += row["s"]
-    for hour in periods(live_from, floor_hour(now) + HOUR, HOUR):
-        for share in hour_shares(hour, now):
+    for shares in range_shares(live_from, floor_hour(now) + HOUR, now).values():
+        for share in shares:
             if share.tenant_id is not None:
                 cost[share.tenant_id] += share.cost_usd
     return {tenant: (tokens[tenant], cost[tenant]) for tenant in set(tokens) | set(cost)}

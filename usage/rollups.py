@@ -9,7 +9,7 @@ from django.db.models import Sum
 from models_registry.models import ModelVersion
 from usage import histograms
 from usage.rollup_sql import aggregate_events
-from usage.cost.hourly import hour_shares, merge_shares
+from usage.cost.hourly import merge_shares, range_shares
 from usage.models import CostRollup, Granularity, Outcome, RollupRun, UsageRollup
 from usage.periods import DAY, HOUR, periods
 from usage.work import weights
@@ -28,7 +28,7 @@ def roll_up_hours(start: datetime, end: datetime, *, now: datetime) -> int:
     hours = periods(start, end, HOUR)
     runs = lock_runs(Granularity.HOUR, hours)
     usage_rows = usage_rows_from_events(start, end)
-    cost_rows = [row for hour in hours for row in cost_rows_for_hour(hour, now)]
+    cost_rows = cost_rows_for_range(start, end, now)
     replace(Granularity.HOUR, start, end, usage_rows, cost_rows)
     counted = defaultdict(int)
     for row in usage_rows:
@@ -107,11 +107,10 @@ def combine(rows) -> list[dict]:
     return list(merged.values())
 
 
-def cost_rows_for_hour(hour: datetime, now: datetime) -> list[CostRollup]:
-    if hour >= now:
-        return []
+def cost_rows_for_range(start: datetime, end: datetime, now: datetime) -> list[CostRollup]:
     return [CostRollup(granularity=Granularity.HOUR, period_start=hour, **dict(zip(COST_DIMENSIONS, key)), **values)
-            for key, values in merge_shares(hour_shares(hour, now)).items()]
+            for hour, shares in range_shares(start, end, now).items()
+            for key, values in merge_shares(shares).items()]
 
 
 def daily_cost_rows(day: datetime) -> list[CostRollup]:

@@ -1,32 +1,40 @@
 """One hour's cost rows: instance spans × prices, shared out by `allocation`."""
 import logging
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
 from usage.cost.allocation import CostShare, InstanceHour, allocate, busy_seconds, micro
 from usage.cost.capacity import InstanceSpan, instance_spans
-from usage.cost.prices import price_table
+from usage.cost.prices import PriceHistory
 from usage.models import UsageEvent
+from usage.periods import HOUR, floor_hour, periods
 from usage.work import engine_work
 
 logger = logging.getLogger(__name__)
-HOUR = timedelta(hours=1)
 
 
 def hour_shares(hour_start: datetime, now: datetime) -> list[CostShare]:
     """Cost shares of every instance that was up in the hour starting at `hour_start` (up to `now`)."""
-    hour_end = min(hour_start + HOUR, now)
-    spans = instance_spans(hour_start, hour_end)
+    return range_shares(hour_start, hour_start + HOUR, now).get(hour_start, [])
+
+
+def range_shares(start: datetime, end: datetime, now: datetime) -> dict[datetime, list[CostShare]]:
+    """Cost shares per hour of [start, end): instances, prices and requests fetched once for the range."""
+    spans = instance_spans(start, min(end, now))
     if not spans:
-        return []
-    served = served_requests(hour_start, hour_start + HOUR, [span.instance_id for span in spans])
-    prices = price_table(hour_start)
-    shares: list[CostShare] = []
-    for span in spans:
-        window = (max(span.up_from, hour_start), min(span.up_to or hour_end, hour_end))
-        if window[1] > window[0]:
-            shares += allocate(instance_hour(span, window, prices, served.get(span.instance_id, ([], {}))))
+        return {}
+    served = served_requests(start, end, [span.instance_id for span in spans])
+    prices = PriceHistory()
+    shares: dict[datetime, list[CostShare]] = {}
+    for hour in (hour for hour in periods(start, end, HOUR) if hour < now):
+        hour_end = min(hour + HOUR, now)
+        table = prices.at(hour)
+        for span in spans:
+            window = (max(span.up_from, hour), min(span.up_to or hour_end, hour_end))
+            if window[1] > window[0]:
+                work = served.get((hour, span.instance_id), ([], {}))
+                shares.setdefault(hour, []).extend(allocate(instance_hour(span, window, table, work)))
     return shares
 
 
@@ -47,13 +55,13 @@ def instance_hour(span: InstanceSpan, window, prices: dict, served) -> InstanceH
 
 
 def served_requests(start: datetime, end: datetime, instance_ids: list[int]) -> dict:
-    """instance id → (request intervals in epoch seconds, engine work by tenant) of requests finished in [start, end)."""
+    """(hour, instance id) → (request intervals in epoch seconds, engine work by tenant), by finishing hour."""
     served: dict = defaultdict(lambda: ([], defaultdict(float)))
     rows = UsageEvent.objects.filter(occurred_at__gte=start, occurred_at__lt=end, instance_id__in=instance_ids)
     for instance_id, tenant_id, finished, latency_ms, prompt, cached, completion in rows.values_list(
             "instance_id", "tenant_id", "occurred_at", "latency_ms", "prompt_tokens", "cached_tokens",
             "completion_tokens").iterator(chunk_size=5000):
-        intervals, work = served[instance_id]
+        intervals, work = served[(floor_hour(finished), instance_id)]
         end_s = finished.timestamp()
         intervals.append((end_s - latency_ms / 1000.0, end_s))
         work[tenant_id] += engine_work(prompt, cached, completion)

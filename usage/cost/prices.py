@@ -8,13 +8,20 @@ from usage.models import GpuPrice
 CPU = "cpu"
 
 
-def price_table(at) -> dict[str, Decimal]:
-    """Lower-cased GPU type → hourly USD price in force at `at` (the latest change not after it)."""
-    table: dict[str, Decimal] = {}
-    for gpu_type, price in (GpuPrice.objects.filter(effective_from__lte=at)
-                            .order_by("gpu_type", "-effective_from").values_list("gpu_type", "hourly_usd")):
-        table.setdefault(gpu_type.lower(), price)
-    return table
+class PriceHistory:
+    """Every price change, read once, resolved per hour in memory (for recomputing many hours)."""
+
+    def __init__(self):
+        self.changes = list(GpuPrice.objects.order_by("effective_from").values_list(
+            "gpu_type", "effective_from", "hourly_usd"))
+
+    def at(self, moment) -> dict[str, Decimal]:
+        table: dict[str, Decimal] = {}
+        for gpu_type, effective_from, price in self.changes:
+            if effective_from > moment:
+                break
+            table[gpu_type.lower()] = price
+        return table
 
 
 def held_resources(deployment) -> tuple[str, int]:
