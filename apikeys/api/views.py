@@ -47,6 +47,9 @@ class ApiKeyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveMo
             raise PermissionDenied("You cannot mint a key with a role above your own.")
         if has_perm(self.principal, tenant, Perm.MANAGE_KEYS):
             user = self.tenant_member(data.get("user_id"))
+            # Whoever holds a key can act as its owner in the audit trail: only the owner mints it.
+            if user is not None and user.pk != self.request.user.pk:
+                raise PermissionDenied("A personal key can only be created by its owner; omit user_id for a service key.")
         else:  # self-service: an inference key of one's own, nothing more
             if set(data["scopes"]) != {Scope.INFERENCE} or data.get("user_id") not in (None, self.request.user.pk):
                 raise PermissionDenied("Your role may only create inference keys for yourself.")

@@ -39,7 +39,7 @@ EXPECTED = {
     "remove_member":            (204,   204,   403,      403,    403),
     "list_keys":                (200,   200,   200,      403,    200),
     "view_others_key":          (200,   200,   404,      403,    200),
-    "create_key_for_other":     (201,   201,   403,      403,    403),
+    "create_key_for_other":     (403,   403,   403,      403,    403),  # personal keys: owner mints them
     "create_own_inference_key": (201,   201,   201,      403,    403),
     "revoke_own_key":           (200,   200,   200,      403,    403),
     "rotate_own_key":           (201,   201,   201,      403,    403),

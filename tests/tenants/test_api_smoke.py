@@ -9,8 +9,10 @@ def test_owner_invites_member_mints_key_and_sets_quota(alice):
     slug = alice.tenant.slug
     member = client.post(f"/api/v1/tenants/{slug}/members/", {"email": "dev@a.test", "role": "developer"}, format="json")
     assert member.status_code == 201, member.content
-    key = client.post(f"/api/v1/tenants/{slug}/keys/", {"name": "ide", "scopes": ["inference"],
-                                                         "user_id": member.json()["user_id"]}, format="json")
+    for_other = client.post(f"/api/v1/tenants/{slug}/keys/", {"name": "ide", "scopes": ["inference"],
+                                                               "user_id": member.json()["user_id"]}, format="json")
+    assert for_other.status_code == 403  # a personal key is minted by its owner only
+    key = client.post(f"/api/v1/tenants/{slug}/keys/", {"name": "ci", "scopes": ["inference"]}, format="json")
     assert key.status_code == 201, key.content
     raw = key.json()["key"]
     assert raw.startswith("sy_live_")
