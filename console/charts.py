@@ -15,20 +15,24 @@ LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 28
 _ids = itertools.count(1)
 
 
-def nice_max(value: float) -> float:
-    """A round axis maximum at or above `value` (1, 2 or 5 × a power of ten)."""
+def nice_max(value: float, ticks: int = 4) -> float:
+    """A round axis maximum at or above `value` whose `ticks` gridlines fall on round numbers."""
     if value <= 0:
         return 1.0
-    power = 10 ** math.floor(math.log10(value))
-    return next(step * power for step in (1, 2, 5, 10) if step * power >= value)
+    raw_step = value / ticks
+    power = 10 ** math.floor(math.log10(raw_step))
+    return ticks * next(step * power for step in (1, 2, 2.5, 5, 10) if step * power >= raw_step)
 
 
 def short_number(value: float) -> str:
+    """12, 2.5k, 1.2M, 0.00064: axis and bar labels."""
     if abs(value) >= 1_000_000:
-        return f"{value / 1_000_000:g}M"
+        return f"{value / 1_000_000:.3g}M"
     if abs(value) >= 1000:
-        return f"{value / 1000:g}k"
-    return f"{value:g}" if value == int(value) else f"{value:.2g}"
+        return f"{value / 1000:.3g}k"
+    if value == int(value):
+        return f"{int(value)}"
+    return f"{value:.3g}" if abs(value) >= 0.01 else f"{value:.6f}".rstrip("0")
 
 
 def _frame(title: str, description: str, body) -> str:
@@ -97,6 +101,6 @@ def bar_chart(items: list[tuple[str, float]], *, title: str, value_label: str) -
     description = "; ".join(f"{label}: {short_number(value)} {value_label}" for label, value in items)
     ident = f"chart-{next(_ids)}"
     return format_html(
-        '<svg class="chart" viewBox="0 0 {} {}" role="img" aria-labelledby="{}-t {}-d" focusable="false">'
+        '<svg class="chart chart-bars" viewBox="0 0 {} {}" role="img" aria-labelledby="{}-t {}-d" focusable="false">'
         '<title id="{}-t">{}</title><desc id="{}-d">{}</desc>{}</svg>',
         WIDTH, height, ident, ident, ident, title, ident, description or "No data.", body)

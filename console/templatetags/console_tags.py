@@ -47,7 +47,11 @@ def ms(value):
 @register.filter
 def usd(value, digits=4):
     """Dollars from a Decimal, float or the selectors' decimal strings."""
-    return "—" if value in (None, "") else f"${Decimal(str(value)):,.{digits}f}"
+    if value in (None, ""):
+        return "—"
+    amount = Decimal(str(value))
+    # Sub-cent amounts (a few GPU-seconds) keep six decimals instead of reading as $0.0000.
+    return f"${amount:,.{max(digits, 6) if 0 < abs(amount) < Decimal('0.01') else digits}f}"
 
 
 @register.filter
