@@ -35,6 +35,9 @@ class Deployment(models.Model):
     region = models.CharField(max_length=64, blank=True, default="local")
     status = models.CharField(max_length=16, choices=DeploymentStatus.choices, default=DeploymentStatus.ACTIVE)
     simulator_params = models.JSONField(default=dict, blank=True)
+    fallback_model_name = models.CharField(
+        max_length=200, blank=True, default="",
+        help_text="A model the gateway sends requests to while this pool is saturated or slow to answer.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -20,6 +20,12 @@ class Isolation(models.TextChoices):
     SHARED = "shared", "Shared pools"
 
 
+class RedactionMode(models.TextChoices):
+    OFF = "off", "Off: prompts are sent as they are"
+    REDACT = "redact", "Redact: secrets are replaced with placeholders"
+    BLOCK = "block", "Block: requests holding a secret are refused"
+
+
 class Tenant(models.Model):
     """A team, business unit or customer with its own keys, quotas and capacity."""
 
@@ -28,6 +34,8 @@ class Tenant(models.Model):
     status = models.CharField(max_length=16, choices=TenantStatus.choices, default=TenantStatus.ACTIVE)
     region = models.CharField(max_length=64, blank=True, default="local")
     isolation = models.CharField(max_length=16, choices=Isolation.choices, default=Isolation.SHARED)
+    redaction_mode = models.CharField(max_length=8, choices=RedactionMode.choices, default=RedactionMode.REDACT,
+                                      help_text="What the gateway does with secrets found in prompts.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
