@@ -280,5 +280,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        # The filesystem broker has no host; kombu warns about that on every connection.
+        "kombu.connection": {"level": "WARNING" if REDIS_URL else "ERROR"},
     },
 }

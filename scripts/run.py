@@ -1,8 +1,10 @@
 """`make run`: migrate, seed the demo, start every Switchyard process, print where they are.
 
-Processes (logs in var/log/): the console + REST API (uvicorn), a Celery worker with embedded
-beat. Ctrl-C stops them all.
+Processes (logs in var/log/): the console + REST API (uvicorn), the gateway (`python -m gateway`),
+a Celery worker with embedded beat that starts the demo's engine (real vLLM from .venv-engine, or
+the simulator where the engine cannot be built). Ctrl-C stops them all, engines included.
 """
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LOG_DIR = ROOT / "var" / "log"
 HOST = os.environ.get("SWITCHYARD_HOST", "127.0.0.1")
 CONSOLE_PORT = int(os.environ.get("SWITCHYARD_CONSOLE_PORT", "8000"))
+GATEWAY_PORT = int(os.environ.get("SWITCHYARD_GATEWAY_PORT", "8001"))
+ENGINE_WAIT_SECONDS = int(os.environ.get("SWITCHYARD_ENGINE_WAIT_SECONDS", "600"))
 PY = sys.executable
 
 
@@ -72,6 +76,7 @@ def main() -> int:
     children = {
         "console": start("console", [PY, "-m", "uvicorn", "controlplane.asgi:application", "--host", HOST,
                                      "--port", str(CONSOLE_PORT), "--no-access-log"]),
+        "gateway": start("gateway", [PY, "-m", "gateway", "--host", HOST, "--port", str(GATEWAY_PORT)]),
         "worker": start("worker", [PY, "-m", "celery", "-A", "controlplane", "worker", "-B", "-l", "info",
                                    "--concurrency", "2", "-s", str(ROOT / "var" / "celerybeat-schedule")]),
     }
@@ -81,6 +86,7 @@ def main() -> int:
             print(f"console did not start; see {LOG_DIR / 'console.log'}", file=sys.stderr)
             return 1
         print_summary(base, seed)
+        report_engine(base, seed["api_key"], children)
         while all(proc.poll() is None for proc in children.values()):
             time.sleep(1)
         dead = [name for name, proc in children.items() if proc.poll() is not None]
@@ -98,8 +104,34 @@ def print_summary(base: str, seed: dict) -> None:
     print(f"  API docs     {base}/api/docs/")
     print(f"  REST API     {base}/api/v1/")
     print(f"  admin user   {seed['admin_user']}   password: {seed['admin_password']}")
+    print(f"  gateway      http://{HOST}:{GATEWAY_PORT}/v1   (OpenAI-compatible; model: tiny-coder)")
     print(f"  demo tenant  {seed['tenant']}   API key (shown once): {seed['api_key']}")
+    if seed.get("runtime") == "simulator":
+        print("  NOTICE       the vLLM engine virtualenv is missing: the demo engine is the simulator")
     print(f"  logs         {LOG_DIR}/\n", flush=True)
+
+
+def report_engine(base: str, api_key: str, children: dict) -> None:
+    """Wait (printing progress) until the demo deployment has a ready instance; print its URL."""
+    print("  engine       starting (real vLLM on the CPU takes about a minute) …", flush=True)
+    deadline = time.monotonic() + ENGINE_WAIT_SECONDS
+    while time.monotonic() < deadline and all(proc.poll() is None for proc in children.values()):
+        ready = [i for i in _demo_instances(base, api_key) if i.get("state") == "ready"]
+        if ready:
+            print(f"  engine       {ready[0]['endpoint_url']}  (ready; instance {ready[0]['id']})\n", flush=True)
+            return
+        time.sleep(3)
+    print(f"  engine       not ready yet; see {LOG_DIR}/worker.log and var/log/engines/\n", flush=True)
+
+
+def _demo_instances(base: str, api_key: str) -> list:
+    request = urllib.request.Request(f"{base}/api/v1/deployments/", headers={"Authorization": f"Bearer {api_key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            body = json.load(response)
+    except (OSError, ValueError):
+        return []
+    return [inst for dep in body.get("results", []) for inst in dep.get("instances", [])]
 
 
 if __name__ == "__main__":
