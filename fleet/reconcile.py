@@ -53,7 +53,10 @@ def _plan(deployment_id: int) -> dict | None:
     live = list(deployment.instances.filter(state__in=LIVE_STATES))
     missing = deployment.target_replicas - len(live)
     if missing > 0:
-        created = [_create_instance(deployment) for _ in range(missing)]
+        # A failed engine still being reaped keeps its slot: its replacement waits for the clean-up,
+        # so the host never runs both, and then inherits the failed one's back-off.
+        reaping = deployment.instances.filter(state=S.FAILED, released_at__isnull=True).count()
+        created = [_create_instance(deployment) for _ in range(max(0, missing - reaping))]
         return {"created": len(created), "drained": 0}
     extras = sorted(live, key=lambda i: (SCALE_DOWN_ORDER[i.state], -i.pk))[:-missing]
     for instance in extras:

@@ -81,3 +81,16 @@ def test_the_sweep_kills_engines_no_instance_accounts_for(published_version):
     assert set(engine_pids()) == {gone.pk, stopped.pk}
     assert sorted(reconcile.sweep_orphans()) == sorted([gone.pk, stopped.pk])
     assert engine_pids() == {}
+
+
+def test_no_replacement_before_the_failed_engine_is_reaped(published_version):
+    deployment = deploy(published_version, replicas=1)
+    (first,) = converge(deployment.pk, lambda: ready_ids(deployment.pk))
+    os.kill(Instance.objects.get(pk=first).runtime_handle["pid"], signal.SIGKILL)
+    from fleet import health
+
+    health.check_all()  # marks it failed; its clean-up task has not run yet
+    reconcile.reconcile_deployment(deployment.pk)
+    assert set(states(deployment.pk)) == {first}
+    converge(deployment.pk, lambda: ready_ids(deployment.pk) - {first})
+    assert Instance.objects.get(replaces_id=first).restart_count == 1
