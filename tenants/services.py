@@ -8,12 +8,12 @@ from audit.services import record_event
 from tenants.models import Membership, Tenant, TenantStatus
 from tenants.roles import Role
 
-TENANT_EDITABLE = ("name", "region", "isolation")
+TENANT_EDITABLE = ("name", "region", "isolation", "redaction_mode")
 
 
 def tenant_view(tenant: Tenant) -> dict:
     return {"slug": tenant.slug, "name": tenant.name, "status": tenant.status,
-            "region": tenant.region, "isolation": tenant.isolation}
+            "region": tenant.region, "isolation": tenant.isolation, "redaction_mode": tenant.redaction_mode}
 
 
 def membership_view(membership: Membership) -> dict:
@@ -34,7 +34,7 @@ def create_tenant(*, slug: str, name: str, region: str = "local", isolation: str
 
 
 def update_tenant(tenant: Tenant, *, actor: Actor, **changes) -> Tenant:
-    """Change a tenant's name, region label or isolation."""
+    """Change a tenant's name, region label, isolation or secret-redaction mode."""
     unknown = set(changes) - set(TENANT_EDITABLE)
     if unknown:
         raise ValidationError({name: "This field cannot be changed here." for name in sorted(unknown)})

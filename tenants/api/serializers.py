@@ -2,14 +2,14 @@
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from tenants.models import Isolation, Membership, Tenant, slug_validator
+from tenants.models import Isolation, Membership, RedactionMode, Tenant, slug_validator
 from tenants.roles import Role
 
 
 class TenantSerializer(serializers.ModelSerializer):
     class Meta:
         model = Tenant
-        fields = ["slug", "name", "status", "region", "isolation", "created_at", "updated_at"]
+        fields = ["slug", "name", "status", "region", "isolation", "redaction_mode", "created_at", "updated_at"]
         read_only_fields = fields
 
 
@@ -28,9 +28,10 @@ class TenantCreateSerializer(serializers.Serializer):
 
 
 class TenantUpdateSerializer(serializers.Serializer):
-    """Tenant admins may rename their tenant; region and isolation are the platform's call."""
+    """Tenant admins may rename their tenant and choose its redaction mode; region and isolation are the platform's call."""
 
     name = serializers.CharField(max_length=200, required=False)
+    redaction_mode = serializers.ChoiceField(choices=RedactionMode.choices, required=False)
 
 
 class PlatformTenantUpdateSerializer(TenantUpdateSerializer):
