@@ -46,6 +46,7 @@ def wait_http(url: str, seconds: float = 30) -> bool:
 
 
 def stop_all(children: dict) -> None:
+    """Stop our processes, then the engines the worker started (they run in their own sessions)."""
     for proc in children.values():
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -55,6 +56,7 @@ def stop_all(children: dict) -> None:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+    subprocess.run([PY, "manage.py", "fleet_stop_engines"], cwd=ROOT, check=False)
 
 
 def seed_values() -> dict:
