@@ -1,12 +1,21 @@
-"""Run every `bench/<name>.py` module's `main()`, in name order (modules starting with _ are helpers)."""
+"""Run every `bench/<name>.py` module's `main()`, in name order (modules starting with _ are helpers).
+
+    python -m bench                    # all of them
+    python -m bench gateway routing    # only these, in the order given
+"""
 import importlib
 import pkgutil
+import sys
 from pathlib import Path
 
 
-def main() -> None:
-    names = sorted(info.name for info in pkgutil.iter_modules([str(Path(__file__).parent)])
-                   if not info.name.startswith("_"))
+def main(argv=None) -> None:
+    available = sorted(info.name for info in pkgutil.iter_modules([str(Path(__file__).parent)])
+                       if not info.name.startswith("_"))
+    names = list(argv if argv is not None else sys.argv[1:]) or available
+    unknown = [name for name in names if name not in available]
+    if unknown:
+        raise SystemExit(f"unknown benchmark(s) {', '.join(unknown)}; one of: {', '.join(available)}")
     for name in names:
         print(f"\n## bench.{name}\n")
         importlib.import_module(f"bench.{name}").main()

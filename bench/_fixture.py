@@ -1,0 +1,81 @@
+"""Run in a child process with a throwaway SWITCHYARD_VAR_DIR: migrate, then write the rows a gateway
+benchmark needs and print them as JSON.
+
+    python -m bench._fixture --model sim-coder --url http://127.0.0.1:9001 [--url …] [--policy NAME]
+
+One tenant (redaction at its default, `redact`), a tenant-wide and a key-level quota policy with
+limits far above what a benchmark sends (so every limit is checked, none refuses), an inference
+key, a model version, a deployment dedicated to the tenant and one READY instance per URL. Rows are
+written like the services write them (audited), so the gateway's snapshot picks them up.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+# The largest values a policy accepts: far above what a benchmark sends, yet every one is checked.
+LIMITS = ("requests_per_minute", "tokens_per_minute", "max_concurrent_requests")
+
+
+def main(argv=None) -> None:
+    args = _parser().parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+    print(json.dumps(create_rows(args.model, args.url, args.policy)))
+
+
+def create_rows(model_name: str, urls: list[str], policy: str | None) -> dict:
+    from django.db import transaction
+    from django.utils import timezone
+
+    from apikeys.scopes import Scope
+    from apikeys.services import create_api_key
+    from audit.actor import Actor
+    from audit.services import record_event
+    from fleet.models import Deployment, Instance, RuntimeBackend
+    from fleet.states import InstanceState
+    from models_registry.models import Model, ModelVersion
+    from quotas.models import LIMIT_BOUNDS, QuotaPolicy
+    from quotas.services import create_quota_policy, update_quota_policy
+    from tenants.services import create_tenant
+
+    actor = Actor.system("bench")
+    generous = {name: LIMIT_BOUNDS[name] for name in LIMITS}
+    tenant = create_tenant(slug="bench", name="Bench", actor=actor)
+    update_quota_policy(QuotaPolicy.objects.get(tenant=tenant, api_key=None, user=None), actor=actor, **generous)
+    minted = create_api_key(tenant=tenant, name="bench", scopes=[Scope.INFERENCE], actor=actor)
+    create_quota_policy(tenant=tenant, api_key=minted.api_key, actor=actor, **generous)
+    version = ModelVersion.objects.create(model=Model.objects.create(name=model_name), version="v1",
+                                          artifact_uri=f"bench/{model_name}")
+    spec = {"routing_policy": policy} if policy and _has_field(Deployment, "routing_policy") else {}
+    with transaction.atomic():
+        deployment = Deployment.objects.create(
+            tenant=tenant, name="bench", model_version=version, runtime_backend=RuntimeBackend.SIMULATOR,
+            simulator_params={"scheduling_policy": "priority"}, **spec)
+        record_event(actor=actor, action="fleet.deployment.create", tenant=tenant, target=deployment)
+        for url in urls:
+            Instance.objects.create(deployment=deployment, state=InstanceState.READY, endpoint_url=url,
+                                    ready_at=timezone.now())
+    return {"key": minted.raw, "model": model_name, "policy_field": bool(spec)}
+
+
+def _has_field(model, name: str) -> bool:
+    return any(f.name == name for f in model._meta.get_fields())
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench._fixture")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--url", action="append", required=True)
+    parser.add_argument("--policy")
+    return parser
+
+
+if __name__ == "__main__":
+    main()

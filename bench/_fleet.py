@@ -1,0 +1,110 @@
+"""A throwaway Switchyard for a benchmark: SQLite var dir, simulator engines, the real gateway process."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+from bench._procs import REPO_ROOT, Processes, free_port, stderr_tail, wait_http
+
+BENCH_REDIS_DB = 13
+
+
+def redis_url() -> str:
+    """REDIS_URL's server (else 127.0.0.1:6379), database 13: limit counters never mix with real ones."""
+    parts = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
+    return urlunsplit((parts.scheme, parts.netloc, f"/{BENCH_REDIS_DB}", "", ""))
+
+
+def redis_problem(url: str) -> str | None:
+    """None when Redis answers PING, else why not."""
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_timeout=2).ping()
+        return None
+    except redis.RedisError as error:
+        return str(error)
+
+
+def clear_limit_counters(url: str) -> None:
+    """Forget counters of earlier runs (tenant ids restart at 1 in every throwaway database)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    for key in client.scan_iter(match="sy:rl:*", count=1000):
+        client.delete(key)
+
+
+@dataclass
+class Fleet:
+    """Simulators + gateway in one throwaway var dir; use inside `Processes`."""
+
+    procs: Processes
+    model: str = "sim-coder"
+    var_dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="switchyard-bench-"))
+    simulators: list = field(default_factory=list)  # [(proc, port, args)]
+    gateway: subprocess.Popen | None = None
+    gateway_url: str = ""
+    key: str = ""
+
+    def env(self) -> dict:
+        """The children's environment: this var dir's SQLite, the bench Redis database, quiet logs."""
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        env.update(SWITCHYARD_VAR_DIR=self.var_dir, SWITCHYARD_GATEWAY_REDIS_URL=redis_url(),
+                   DJANGO_SETTINGS_MODULE="controlplane.settings", LOG_LEVEL="WARNING",
+                   PYTHONPATH=str(REPO_ROOT))
+        return env
+
+    def start_simulator(self, *args: str) -> str:
+        port = free_port()
+        proc = self._simulator(port, args)
+        self.simulators.append((proc, port, args))
+        return f"http://127.0.0.1:{port}"
+
+    def restart_simulators(self) -> None:
+        """Fresh engines on the same ports (the instance rows stay valid): empty caches, zeroed counters."""
+        for proc, _, _ in self.simulators:
+            self.procs.stop(proc)
+        self.simulators = [(self._simulator(port, args), port, args) for _, port, args in self.simulators]
+
+    def _simulator(self, port: int, args) -> subprocess.Popen:
+        proc = self.procs.python("-m", "simulator", "--port", str(port), "--served-model-name", self.model,
+                                 "--seed", "1", *args, env=self.env())
+        _wait(f"http://127.0.0.1:{port}/health", proc)
+        return proc
+
+    def create_rows(self, policy: str | None = None) -> None:
+        urls = [f"http://127.0.0.1:{port}" for _, port, _ in self.simulators]
+        command = [sys.executable, "-m", "bench._fixture", "--model", self.model,
+                   *(arg for url in urls for arg in ("--url", url)), *(["--policy", policy] if policy else [])]
+        done = subprocess.run(command, cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"bench fixture failed:\n{done.stderr[-3000:]}")
+        self.key = json.loads(done.stdout.strip().splitlines()[-1])["key"]
+
+    def start_gateway(self, policy: str | None = None) -> None:
+        """`python -m gateway` (or the policy-forcing launcher); waits until it serves the model."""
+        if self.gateway is not None:
+            self.procs.stop(self.gateway)
+        port = free_port()
+        module = ["-m", "bench._gateway_proc", "--policy", policy] if policy else ["-m", "gateway"]
+        self.gateway = self.procs.python(*module, "--port", str(port), env=self.env())
+        self.gateway_url = f"http://127.0.0.1:{port}"
+        _wait(f"{self.gateway_url}/v1/models", self.gateway, headers={"authorization": f"Bearer {self.key}"},
+              accept=lambda status, body: status == 200 and self.model.encode() in body)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.var_dir, ignore_errors=True)
+
+
+def _wait(url: str, proc, **kwargs) -> None:
+    try:
+        wait_http(url, proc=proc, timeout=60, **kwargs)
+    except RuntimeError as error:
+        raise RuntimeError(f"{error}\n{stderr_tail(proc)}") from None

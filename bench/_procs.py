@@ -1,0 +1,109 @@
+"""Child processes a benchmark starts: each in its own process group, all stopped on the way out.
+
+`Processes` is a context manager; leaving it (normally, on an exception or on Ctrl-C) stops
+every process it started, newest first. SIGTERM to the benchmark itself is turned into the
+same path, so `kill <bench pid>` cleans up too.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(url: str, *, timeout: float = 30.0, proc: subprocess.Popen | None = None,
+              headers: dict | None = None, accept=lambda status, body: status == 200) -> None:
+    """Poll url until `accept(status, body)`; fail early if proc exits."""
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{' '.join(map(str, proc.args))} exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=1) as response:
+                status, body = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, body = error.code, error.read()
+        except (urllib.error.URLError, OSError) as error:
+            status, body = None, str(error).encode()
+        if status is not None and accept(status, body):
+            return
+        last = f"{status} {body[:200]!r}"
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} not ready after {timeout:.0f} s: {last}")
+
+
+class Processes:
+    """Start children in their own sessions; stop them all when the block ends."""
+
+    def __init__(self):
+        self._started: list[subprocess.Popen] = []
+        self._logs: list = []
+        self._previous_sigterm = None
+
+    def __enter__(self) -> "Processes":
+        self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc in reversed(self._started):
+            stop(proc)
+        for log in self._logs:
+            log.close()
+        signal.signal(signal.SIGTERM, self._previous_sigterm or signal.SIG_DFL)
+
+    def python(self, *args: str, env: dict | None = None) -> subprocess.Popen:
+        """`python <args>` from the repository root; stderr kept in a temp file for errors."""
+        log = tempfile.TemporaryFile()
+        self._logs.append(log)
+        proc = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
+                                stderr=log, start_new_session=True)
+        proc.stderr_log = log
+        self._started.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen) -> None:
+        """Stop one child before the block ends (e.g. to start a fresh one on the same port)."""
+        stop(proc)
+        self._started.remove(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM the process group, SIGKILL after 5 s."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+    except ProcessLookupError:
+        pass
+
+
+def stderr_tail(proc: subprocess.Popen, limit: int = 2000) -> str:
+    log = getattr(proc, "stderr_log", None)
+    if log is None:
+        return ""
+    log.seek(0)
+    return log.read().decode(errors="replace")[-limit:]
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")

@@ -1,0 +1,95 @@
+"""Gateway overhead: the same requests straight to an engine and through `python -m gateway`, one run.
+
+    .venv/bin/python -m bench gateway              # BENCH_SECONDS per cell (default 8)
+
+Self-contained: a throwaway SQLite var dir (tenant, inference key, quota policies with generous
+limits, deployment, READY instance), Redis database 13 for the limits (on: every request is
+checked and settled, none refused), redaction at the tenant default (`redact`), metering on.
+The engine is the simulator with no modeled time, so what remains is HTTP and the gateway.
+Non-streaming `/v1/completions`, a small prompt, max_tokens 16, at concurrency 1 and 32.
+
+BENCH_CLIENTS=0 skips the extra rows that compare the upstream HTTP client (aiohttp vs httpx)
+in a minimal proxy. Everything started is stopped on exit, also on Ctrl-C or failure.
+"""
+from __future__ import annotations
+
+import os
+
+from bench import _load
+from bench._fleet import Fleet, clear_limit_counters, redis_problem, redis_url
+from bench._procs import Processes, free_port, wait_http
+
+TARGET_ADDED_P50_MS = 1.0
+TARGET_GATEWAY_RPS_C32 = 3000
+TRIVIAL_ENGINE = ("--prefill-ms-per-token", "0", "--decode-ms-per-token", "0", "--max-num-seqs", "256",
+                  "--scheduling-policy", "priority")
+PROMPT = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
+
+
+def main() -> None:
+    seconds = float(os.environ.get("BENCH_SECONDS", "8"))
+    problem = redis_problem(redis_url())
+    if problem:
+        print(f"gateway: Redis at {redis_url()} is unavailable ({problem}); the gateway needs it for limits (skipped)")
+        return
+    clear_limit_counters(redis_url())
+    with Processes() as procs:
+        fleet = Fleet(procs)
+        try:
+            rows = _measure(fleet, procs, seconds)
+        finally:
+            fleet.cleanup()
+    _print(rows, seconds)
+
+
+def _measure(fleet: Fleet, procs: Processes, seconds: float) -> list[tuple[str, _load.Result]]:
+    engine = fleet.start_simulator(*TRIVIAL_ENGINE)
+    fleet.create_rows()
+    fleet.start_gateway()
+    body = {"model": fleet.model, "prompt": PROMPT, "max_tokens": 16}
+    auth = f"Bearer {fleet.key}"
+    targets = [("direct", engine, ""), ("gateway", fleet.gateway_url, auth)]
+    if os.environ.get("BENCH_CLIENTS", "1") != "0":
+        targets += [(f"minimal proxy + {name}", _mini_proxy(procs, engine, name), "") for name in ("aiohttp", "httpx")]
+    for _, url, authorization in targets:  # warm-up: connections, key cache, JIT-free but cache-warm paths
+        _cell(url, body, 32, min(2.0, seconds), authorization)
+    return [(f"{label} c={c}", _cell(url, body, c, seconds, authorization))
+            for c in (1, 32) for label, url, authorization in targets]
+
+
+def _cell(url: str, body: dict, concurrency: int, seconds: float, authorization: str) -> _load.Result:
+    return _load.run(url + "/v1/completions", body, concurrency=concurrency, seconds=seconds,
+                     authorization=authorization)
+
+
+def _mini_proxy(procs: Processes, upstream: str, client: str) -> str:
+    port = free_port()
+    proc = procs.python("-m", "bench._mini_proxy", "--port", str(port), "--upstream", upstream, "--client", client)
+    wait_http(f"http://127.0.0.1:{port}/", proc=proc)
+    return f"http://127.0.0.1:{port}"
+
+
+def _print(rows: list[tuple[str, _load.Result]], seconds: float) -> None:
+    found = dict(rows)
+    print(f"gateway overhead: non-streaming /v1/completions, max_tokens 16, simulator with no modeled time; "
+          f"{seconds:g} s per cell, load generator: {_load.generator()}; limits on (Redis), redaction on, "
+          f"metering on\n")
+    print("| path | req/s | p50 ms | p99 ms | failed |")
+    print("|---|---:|---:|---:|---:|")
+    for label, r in rows:
+        print(f"| {label} | {r.rps:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.failed} |")
+    added = found["gateway c=1"].p50_ms - found["direct c=1"].p50_ms
+    rps = found["gateway c=32"].rps
+    print()
+    print("| target | measured | met |")
+    print("|---|---:|---|")
+    print(f"| added p50 at c=1 ≤ {TARGET_ADDED_P50_MS:g} ms | {added:.2f} ms | "
+          f"{'yes' if added <= TARGET_ADDED_P50_MS else 'NO'} |")
+    print(f"| gateway req/s at c=32 ≥ {TARGET_GATEWAY_RPS_C32:,} | {rps:,.0f} | "
+          f"{'yes' if rps >= TARGET_GATEWAY_RPS_C32 else 'NO'} |")
+    if any(r.failed for _, r in rows):
+        print("\nSome requests failed (non-2xx or socket errors): the numbers above are not comparable.")
+
+
+if __name__ == "__main__":
+    main()
