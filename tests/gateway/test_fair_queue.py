@@ -1,0 +1,117 @@
+"""The fair queue without HTTP: tenants take turns, interactive first, bounded waiting."""
+import asyncio
+
+import pytest
+
+from gateway.fair_queue import FairQueue, QueueFull, QueueLimits, QueueTimeout
+
+
+async def admission_order(queue: FairQueue, arrivals: list[tuple[str, bool]]) -> list[str]:
+    """Hold the only slot, queue `arrivals` in order, then free it; who got in, in order."""
+    order: list[str] = []
+    held = await queue.enter("holder")
+
+    async def request(tenant: str, batch: bool, label: str) -> None:
+        async with queue.slot(tenant, batch):
+            order.append(label)
+            await asyncio.sleep(0)
+
+    tasks = [asyncio.create_task(request(t, b, f"{t}{'-batch' if b else ''}")) for t, b in arrivals]
+    await asyncio.sleep(0)  # every request is waiting now
+    assert held == 0.0 and queue.waiting == len(arrivals)
+    queue.leave()
+    await asyncio.gather(*tasks)
+    return order
+
+
+def test_a_flooding_tenant_does_not_push_the_other_to_the_back():
+    arrivals = [("A", False)] * 50 + [("B", False)] * 5
+    order = asyncio.run(admission_order(FairQueue(1), arrivals))
+    assert len(order) == 55
+    b_places = [i for i, who in enumerate(order) if who == "B"]
+    # Turns alternate: B's five go in among A's first ones, not after all 50.
+    assert b_places == [1, 3, 5, 7, 9]
+
+
+def test_interactive_goes_before_batch_within_a_tenant():
+    arrivals = [("A", True)] * 3 + [("A", False)] * 2
+    order = asyncio.run(admission_order(FairQueue(1), arrivals))
+    assert order == ["A", "A", "A-batch", "A-batch", "A-batch"]
+
+
+def test_batch_of_one_tenant_still_gets_turns_against_another_tenants_interactive():
+    arrivals = [("A", True)] * 3 + [("B", False)] * 3
+    order = asyncio.run(admission_order(FairQueue(1), arrivals))
+    assert order == ["A-batch", "B", "A-batch", "B", "A-batch", "B"]
+
+
+def test_free_slots_are_taken_without_waiting():
+    async def main():
+        queue = FairQueue(2)
+        assert await queue.enter("A") == 0.0 and await queue.enter("B") == 0.0
+        assert queue.saturated and not queue.try_enter()
+        queue.leave()
+        assert queue.try_enter()
+
+    asyncio.run(main())
+
+
+def test_full_queues_refuse_newcomers():
+    async def main():
+        queue = FairQueue(1, QueueLimits(max_total=3, max_per_tenant=2, max_wait=5))
+        await queue.enter("holder")
+        waiting = [asyncio.create_task(queue.enter(t)) for t in ("A", "A", "B")]
+        await asyncio.sleep(0)
+        with pytest.raises(QueueFull) as tenant_full:
+            await queue.enter("A")
+        with pytest.raises(QueueFull) as pool_full:
+            await queue.enter("C")
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        return tenant_full.value.scope, pool_full.value.scope, queue.waiting
+
+    assert asyncio.run(main()) == ("tenant", "pool", 0)
+
+
+def test_a_waiter_gives_up_after_max_wait_and_leaves_the_queue():
+    async def main():
+        depths = []
+        queue = FairQueue(1, QueueLimits(max_wait=0.05), on_depth=lambda tenant, delta: depths.append(delta))
+        await queue.enter("holder")
+        with pytest.raises(QueueTimeout):
+            await queue.enter("A")
+        return queue.waiting, queue.depth("A"), sum(depths), queue.active
+
+    assert asyncio.run(main()) == (0, 0, 0, 1)
+
+
+def test_a_cancelled_waiter_never_takes_a_slot():
+    async def main():
+        queue = FairQueue(1)
+        await queue.enter("holder")
+        gone = asyncio.create_task(queue.enter("A"))
+        stays = asyncio.create_task(queue.enter("B"))
+        await asyncio.sleep(0)
+        gone.cancel()
+        queue.leave()  # the slot must reach B, not the cancelled A
+        await stays
+        await asyncio.gather(gone, return_exceptions=True)
+        return queue.active, queue.waiting
+
+    assert asyncio.run(main()) == (1, 0)
+
+
+def test_growing_capacity_admits_waiters():
+    async def main():
+        queue = FairQueue(0)
+        waiting = [asyncio.create_task(queue.enter(t)) for t in ("A", "B", "C")]
+        await asyncio.sleep(0)
+        queue.resize(2)
+        await asyncio.sleep(0)
+        done = sum(task.done() for task in waiting)
+        queue.resize(3)
+        await asyncio.gather(*waiting)
+        return done, queue.active
+
+    assert asyncio.run(main()) == (2, 3)
