@@ -90,14 +90,18 @@ class Fleet:
 
     def start_gateway(self, policy: str | None = None) -> None:
         """`python -m gateway` (or the policy-forcing launcher); waits until it serves the model."""
-        if self.gateway is not None:
-            self.procs.stop(self.gateway)
+        self.stop_gateway()
         port = free_port()
         module = ["-m", "bench._gateway_proc", "--policy", policy] if policy else ["-m", "gateway"]
         self.gateway = self.procs.python(*module, "--port", str(port), env=self.env())
         self.gateway_url = f"http://127.0.0.1:{port}"
         _wait(f"{self.gateway_url}/v1/models", self.gateway, headers={"authorization": f"Bearer {self.key}"},
               accept=lambda status, body: status == 200 and self.model.encode() in body)
+
+    def stop_gateway(self) -> None:
+        if self.gateway is not None:
+            self.procs.stop(self.gateway)
+            self.gateway = None
 
     def cleanup(self) -> None:
         shutil.rmtree(self.var_dir, ignore_errors=True)
