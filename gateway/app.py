@@ -20,12 +20,15 @@ from gateway.auth import active_tenant, authenticate
 from gateway.balancer import Balancer
 from gateway.config import GatewayConfig
 from gateway.dbthreads import DatabaseThreads
+from gateway.dedup import DedupCache
+from gateway.feedback import handle_feedback
 from gateway.http import JSON_HEADERS, request_id, send_error, send_plain_error, send_response
 from gateway.inference import InferenceHandler
 from gateway.keycache import KeyCache
 from gateway.limits import Limiter
 from gateway.metering import UsageRecorder, write_batch
 from gateway.metrics import GatewayMetrics
+from gateway.pool_queues import PoolQueues
 from gateway.proxy import Timeouts
 from gateway.ratelimit import make_client
 from gateway.refresher import SnapshotRefresher, load_current
@@ -37,6 +40,7 @@ ROUTES = {
     "/v1/chat/completions": "POST",
     "/v1/completions": "POST",
     "/v1/models": "GET",
+    "/v1/feedback": "POST",
     "/metrics": "GET",
     "/healthz": "GET",
 }
@@ -56,6 +60,8 @@ class GatewayState:
     timeouts: Timeouts
     redis: object
     db: DatabaseThreads
+    queues: PoolQueues
+    dedup: DedupCache
     snapshot: Snapshot = field(default_factory=Snapshot)
     started_at: float = field(default_factory=time.time)
 
@@ -92,6 +98,8 @@ class GatewayApp:
             return await send_plain_error(send, 405, "method_not_allowed", f"Use {expected} for {path}.", rid)
         if path == "/v1/models":
             return await self._models(scope, send, rid)
+        if path == "/v1/feedback":
+            return await handle_feedback(self.state, scope, receive, send)
         if path == "/metrics":
             return await self._metrics(send, rid)
         await self._healthz(send, rid)
@@ -153,15 +161,18 @@ class GatewayApp:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout))
         redis = make_client(config.redis_url)
         db = DatabaseThreads()
+        balancer = Balancer(self.metrics, eject_after=config.eject_after_failures)
         return GatewayState(
             config=config, metrics=self.metrics,
             keys=KeyCache(lambda key_hash: db.run(load_key, key_hash),
                           size=config.key_cache_size, negative_ttl=config.negative_key_ttl),
-            balancer=Balancer(self.metrics, eject_after=config.eject_after_failures),
+            balancer=balancer,
             limiter=Limiter(redis, self.metrics, prefix=config.limits_prefix),
             recorder=UsageRecorder(self._usage_writer, run_in_thread=db.run, flush_seconds=config.usage_flush_seconds,
                                    batch_size=config.usage_batch),
-            session=session, timeouts=timeouts, redis=redis, db=db)
+            session=session, timeouts=timeouts, redis=redis, db=db,
+            queues=PoolQueues(config, self.metrics, balancer),
+            dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=config.dedup_prefix))
 
     async def shutdown(self) -> None:
         """Stop the tasks, write every buffered usage event, close the clients."""

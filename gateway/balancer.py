@@ -35,7 +35,7 @@ class Balancer:
     def __init__(self, metrics, *, eject_after: int):
         self._metrics = metrics
         self._eject_after = eject_after
-        self._chooser = PolicyChooser()
+        self._chooser = PolicyChooser(metrics.observe_placement)
         self.outstanding: dict[int, int] = {}
         self.ttft: dict[int, float] = {}
         self._failures: dict[int, int] = {}

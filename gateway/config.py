@@ -4,6 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+LOCAL_ONLY = ("default_user_rpm", "limits_prefix", "dedup_prefix")  # not SWITCHYARD_GATEWAY_* settings
+
+
 @dataclass(frozen=True, slots=True)
 class GatewayConfig:
     """Everything the running gateway needs to know; built once at start."""
@@ -20,7 +23,14 @@ class GatewayConfig:
     usage_flush_seconds: float = 1.0
     usage_batch: int = 500
     default_user_rpm: int = 120
+    queue_inflight_per_instance: int = 64  # this gateway's requests per engine before a pool counts as saturated
+    queue_max: int = 1000  # requests waiting per pool
+    queue_max_per_tenant: int = 100  # requests one tenant may have waiting per pool
+    queue_max_wait: float = 30.0
+    fallback_first_byte_ms: int = 500  # budget before a request moves to the deployment's fallback model
+    dedup_ttl_seconds: float = 60.0  # 0 turns the de-duplication cache off
     limits_prefix: str = "sy:rl"  # Redis key prefix of the limits (tests use their own)
+    dedup_prefix: str = "sy:dedup"  # Redis key prefix of the de-duplication cache (tests use their own)
 
     @classmethod
     def from_settings(cls, **overrides) -> "GatewayConfig":
@@ -28,6 +38,6 @@ class GatewayConfig:
         from django.conf import settings
 
         values = {name: getattr(settings, "SWITCHYARD_GATEWAY_" + name.upper())
-                  for name in cls.__dataclass_fields__ if name not in ("default_user_rpm", "limits_prefix")}
+                  for name in cls.__dataclass_fields__ if name not in LOCAL_ONLY}
         values["default_user_rpm"] = settings.SWITCHYARD_DEFAULT_USER_RPM
         return cls(**{**values, **overrides})

@@ -96,3 +96,14 @@ def upstream_timeout() -> GatewayError:
 
 def upstream_failed() -> GatewayError:
     return GatewayError(502, "upstream_error", "The model server failed; please retry.")
+
+
+def queue_full(scope: str) -> GatewayError:
+    whose = "your tenant's" if scope == "tenant" else "the model's"
+    return GatewayError(429, "queue_full", f"The model is at capacity and {whose} queue is full; retry shortly.",
+                        [(b"retry-after", b"1")])
+
+
+def queue_timeout(model: str) -> GatewayError:
+    return GatewayError(503, "queue_timeout", f"'{model}' stayed at capacity while the request waited; retry later.",
+                        [(b"retry-after", b"1")])

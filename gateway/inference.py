@@ -6,18 +6,22 @@ usage record, written in `handle`'s `finally`, whatever happened in between.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass
 
 from gateway import errors
 from gateway.auth import active_tenant, authenticate
 from gateway.balancer import RouteHints
+from gateway.dedup import OPT_OUT_HEADER, cache_key, cacheable
+from gateway.fair_queue import QueueFull, QueueTimeout
 from gateway.http import ClientGone, JSON_HEADERS, header, read_body, request_id
-from gateway.limits import over_budget
+from gateway.limits import budget_name, over_budget
 from gateway.metering import RequestRecord
 from gateway.payload import (BATCH_PRIORITY, DEFAULT_COMPLETION_RESERVE, estimate_prompt_tokens, max_tokens,
                              parse_payload, upstream_body, wants_usage)
-from gateway.proxy import ClientStream, UpstreamFailure, open_upstream, relay_json, relay_stream
+from gateway.proxy import (FALLBACK_BUDGET, ClientStream, UpstreamFailure, first_chunk, open_upstream, relay_json,
+                           relay_stream, usage_of)
 from gateway.redaction import redact_body
 from gateway.snapshot import KeyInfo, Pool, TenantInfo
 from gateway.sse import SseRelay
@@ -36,6 +40,8 @@ class Call:
     payload: dict
     hints: RouteHints
     batch: bool
+    use_cache: bool = True  # the client did not send x-switchyard-cache: no
+    answer: bytes | None = None  # a whole 200 answer, kept for the de-duplication cache
 
 
 class InferenceHandler:
@@ -73,7 +79,7 @@ class InferenceHandler:
         record.tenant_id, record.api_key_prefix, record.user_id = key.tenant_id, key.prefix, key.user_id
         tenant = active_tenant(snapshot, key)
         if tenant.over_budget is not None:
-            state.metrics.limit_rejections.labels(str(tenant.id), "monthly_budget_usd").inc()
+            state.metrics.limit_rejections.labels(str(tenant.id), budget_name(tenant.over_budget)).inc()
             raise over_budget(tenant.over_budget, time.time())
         payload = parse_payload(await read_body(scope, receive, state.config.max_body_bytes), record.endpoint)
         record.model_name, record.streamed = payload["model"], bool(payload.get("stream"))
@@ -87,7 +93,8 @@ class InferenceHandler:
         hints = RouteHints(payload, record.endpoint, payload["model"],
                            affinity.decode("latin-1") if affinity else None, tenant.id)
         batch = (header(scope, b"x-switchyard-priority") or b"").lower() == b"batch"
-        return Call(record.endpoint, key, tenant, pools, payload, hints, batch)
+        use_cache = (header(scope, OPT_OUT_HEADER) or b"").lower() != b"no"
+        return Call(record.endpoint, key, tenant, pools, payload, hints, batch, use_cache)
 
     async def _admitted(self, call: Call, client: ClientStream, record: RequestRecord) -> None:
         """Take the limits' reservation, then serve; the reservation is settled whatever happens."""
@@ -101,7 +108,7 @@ class InferenceHandler:
         client.extra_headers = admission.headers
         try:
             self._redact(call, record)
-            await self._route(call, client, record, estimate, admission.token_cap)
+            await self._answer(call, client, record, estimate, admission.token_cap)
         finally:
             # Shielded: a client that leaves must not leave its reservation behind.
             used = record.prompt_tokens + record.completion_tokens
@@ -115,9 +122,92 @@ class InferenceHandler:
             raise errors.bad_request("secret_detected", f"The request contains secrets ({kinds}); it was not sent.")
         call.payload = result.body
 
-    async def _route(self, call: Call, client: ClientStream, record: RequestRecord, estimate: int,
+    async def _answer(self, call: Call, client: ClientStream, record: RequestRecord, estimate: int,
+                      token_cap: int | None) -> None:
+        """From the de-duplication cache if it holds this answer, else from an engine (then cached)."""
+        key = self._cache_key(call)
+        if key is not None and await self._from_cache(key, client, record):
+            return
+        await self._serve(call, client, record, estimate, token_cap)
+        if key is not None and call.answer is not None and not record.fallback_used:
+            await self.state.dedup.put(key, record.model_version_id, call.answer)
+
+    def _cache_key(self, call: Call) -> str | None:
+        dedup = self.state.dedup
+        if not (dedup.enabled and call.use_cache and cacheable(call.payload)):
+            return None
+        versions = tuple(sorted({p.model_version_id for p in call.pools if p.upstreams}))
+        return cache_key(dedup.prefix, call.tenant.id, versions, call.kind, call.payload)
+
+    async def _from_cache(self, key: str, client: ClientStream, record: RequestRecord) -> bool:
+        """Send a stored answer; True on a hit. A hit is metered without engine work."""
+        hit = await self.state.dedup.get(key)
+        self.state.metrics.dedup.labels("hit" if hit else "miss").inc()
+        client.extra_headers = [*client.extra_headers, (OPT_OUT_HEADER, b"hit" if hit else b"miss")]
+        if hit is None:
+            return False
+        record.model_version_id, body = hit
+        record.cache_hit = True
+        record.mark_first_byte()
+        record.take_cached_usage(usage_of(body))
+        await client.whole(200, JSON_HEADERS, body)
+        return True
+
+    async def _serve(self, call: Call, client: ClientStream, record: RequestRecord, estimate: int,
                      token_cap: int | None) -> None:
-        """Pick an engine, retrying once on another when the first fails before its first byte."""
+        """The pool's engines, or the fallback model's when the pool is saturated or too slow."""
+        fallback, queues = self._fallback(call), self.state.queues
+        if fallback is not None and queues.saturated(call.pools) and not queues.saturated(fallback.pools):
+            return await self._serve_fallback(fallback, client, record, estimate, token_cap, "saturated")
+        budget = self.state.config.fallback_first_byte_ms / 1000 if fallback is not None else None
+        try:
+            await self._queued(call, client, record, estimate, token_cap, budget)
+        except UpstreamFailure:  # only a missed fallback budget gets here, before any byte went out
+            await self._serve_fallback(fallback, client, record, estimate, token_cap, "slow")
+
+    def _fallback(self, call: Call) -> Call | None:
+        """The same request addressed to the pools' fallback model, if one is routable."""
+        found = self.state.snapshot.fallback_for(call.key, call.pools)
+        if found is None:
+            return None
+        name, pools = found
+        payload = {**call.payload, "model": name}
+        return dataclasses.replace(call, pools=pools, payload=payload,
+                                   hints=dataclasses.replace(call.hints, body=payload, model=name))
+
+    async def _serve_fallback(self, fallback: Call, client: ClientStream, record: RequestRecord, estimate: int,
+                              token_cap: int | None, reason: str) -> None:
+        record.fallback_used = True
+        self.state.metrics.fallbacks.labels(record.model_name, reason).inc()
+        client.extra_headers = [*client.extra_headers, (b"x-switchyard-fallback", fallback.hints.model.encode())]
+        await self._queued(fallback, client, record, estimate, token_cap, None)
+
+    async def _queued(self, call: Call, client: ClientStream, record: RequestRecord, estimate: int,
+                      token_cap: int | None, budget: float | None) -> None:
+        """Route within a slot of the pools' fair queue (waiting for one while they are saturated)."""
+        queue = self.state.queues.queue_for(call.pools)
+        if queue.capacity == 0:  # nothing routable: `_route` answers 503 no_capacity
+            return await self._route(call, client, record, estimate, token_cap, budget)
+        try:
+            waited = await queue.enter(call.tenant.id, call.batch)
+        except QueueFull as full:
+            self.state.metrics.queue_rejections.labels(str(call.tenant.id), "full").inc()
+            raise errors.queue_full(full.scope) from None
+        except QueueTimeout:
+            self.state.metrics.queue_rejections.labels(str(call.tenant.id), "timeout").inc()
+            raise errors.queue_timeout(record.model_name) from None
+        self.state.metrics.queue_wait.observe(waited)
+        try:
+            await self._route(call, client, record, estimate, token_cap, budget)
+        finally:
+            queue.leave()
+
+    async def _route(self, call: Call, client: ClientStream, record: RequestRecord, estimate: int,
+                     token_cap: int | None, budget: float | None = None) -> None:
+        """Pick an engine, retrying once on another when the first fails before its first byte.
+
+        With a fallback `budget`, an engine that misses it raises its `UpstreamFailure` to `_serve`.
+        """
         state, tried, failure = self.state, set(), None
         if token_cap is not None and not call.payload.get("stream"):
             call.payload = _capped(call.payload, token_cap)
@@ -129,28 +219,35 @@ class InferenceHandler:
                 state.metrics.retries.labels(record.model_name).inc()
             tried.add(upstream.instance_id)
             record.instance_id, record.model_version_id = upstream.instance_id, upstream.model_version_id
-            failure = await self._try(call, upstream, client, record, estimate, token_cap)
+            failure = await self._try(call, upstream, client, record, estimate, token_cap, budget)
             if failure is None or not failure.retryable:
                 break
+        if failure is not None and failure.kind == FALLBACK_BUDGET:
+            raise failure
         if failure is not None:
             raise failure.error
         if not tried:
             raise errors.no_capacity(record.model_name)
 
-    async def _try(self, call, upstream, client, record, estimate, token_cap) -> UpstreamFailure | None:
+    async def _try(self, call, upstream, client, record, estimate, token_cap, budget) -> UpstreamFailure | None:
         """One engine call; returns the failure to act on (None once the answer went out)."""
         state = self.state
         state.balancer.acquire(upstream)
         try:
             body, sent = self._encode(call, upstream), time.monotonic()
             response = await open_upstream(state.session, upstream, call.kind, body, record.request_id,
-                                           state.timeouts)
+                                           state.timeouts, budget)
+            first = None
+            if budget and call.payload.get("stream") and response.status == 200:
+                first = await first_chunk(response, max(0.001, budget - (time.monotonic() - sent)))
             state.balancer.succeeded(upstream)
             state.balancer.observe_ttft(upstream, time.monotonic() - sent)
             record.prompt_tokens = estimate  # until the engine's usage says otherwise
-            await self._relay(call, response, client, record, token_cap)
+            await self._relay(call, response, client, record, token_cap, first)
             return None
         except UpstreamFailure as failure:
+            if failure.kind == FALLBACK_BUDGET:
+                return failure  # slow is not broken: no failure counted against the engine
             state.balancer.failed(upstream, failure.kind)
             if client.started:  # the stream already carries the error event
                 record.outcome = "timeout" if "timeout" in failure.kind else "upstream_error"
@@ -165,13 +262,15 @@ class InferenceHandler:
         return upstream_body(call.payload, salt=call.tenant.cache_salt if upstream.shared else None,
                              priority=priority)
 
-    async def _relay(self, call: Call, response, client: ClientStream, record, token_cap) -> None:
+    async def _relay(self, call: Call, response, client: ClientStream, record, token_cap, first) -> None:
         idle = self.state.timeouts.idle
         try:
             if not call.payload.get("stream"):
-                return await relay_json(response, client, record, idle)
+                body = await relay_json(response, client, record, idle)
+                call.answer = body if response.status == 200 else None
+                return
             relay = SseRelay(strip_usage=not wants_usage(call.payload), token_cap=token_cap)
-            await relay_stream(response, client, record, relay, idle)
+            await relay_stream(response, client, record, relay, idle, first)
             if relay.cut:
                 record.outcome = "rate_limited"
         finally:

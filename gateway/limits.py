@@ -90,8 +90,13 @@ def limited(decision, headers: list) -> errors.GatewayError:
     return errors.GatewayError(429, code, message, [(b"retry-after", str(retry).encode()), *headers])
 
 
+def budget_name(reason: str) -> str:
+    """The quota field a usage-app reason is about (its wording: `usage.budgets.over_reason`)."""
+    return "monthly_token_budget" if "token" in reason.lower() else "monthly_budget_usd"
+
+
 def over_budget(reason: str, now: float) -> errors.GatewayError:
     """429 for a tenant the usage app marked over its monthly budget; room returns next month."""
     retry = max(1, math.ceil(month_bounds(now)[1] - now))
-    return errors.GatewayError(429, "budget_exceeded", f"Monthly budget exhausted: {reason or 'over budget'}.",
-                               [(b"retry-after", str(retry).encode())])
+    message = f"Monthly budget exhausted ({budget_name(reason)}): {reason or 'over budget'}."
+    return errors.GatewayError(429, "budget_exceeded", message, [(b"retry-after", str(retry).encode())])

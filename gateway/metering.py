@@ -36,6 +36,7 @@ class RequestRecord:
     cached_tokens: int = 0
     ttft_ms: float | None = None
     redactions: int = 0
+    cache_hit: bool = False  # answered from the de-duplication cache
     fallback_used: bool = False
     streamed: bool = False
     status_code: int = 0
@@ -56,6 +57,11 @@ class RequestRecord:
         details = usage.get("prompt_tokens_details") or {}
         self.cached_tokens = _count(details.get("cached_tokens") if isinstance(details, dict) else 0)
 
+    def take_cached_usage(self, usage: dict | None) -> None:
+        """A de-duplicated answer: its prompt counts as cached, and no engine generated anything."""
+        self.take_usage(usage)
+        self.cached_tokens, self.completion_tokens = self.prompt_tokens, 0
+
     def as_event(self) -> dict:
         """The UsageEvent fields."""
         return {
@@ -67,8 +73,8 @@ class RequestRecord:
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens, "ttft_ms": self.ttft_ms,
             "latency_ms": (time.monotonic() - self.started) * 1000, "redactions": self.redactions,
-            # cache_hit: part of the prompt came from the engine's prefix cache.
-            "cache_hit": self.cached_tokens > 0, "fallback_used": self.fallback_used, "streamed": self.streamed,
+            # cache_hit: the gateway's de-duplication cache answered (prefix-cache reuse is in cached_tokens).
+            "cache_hit": self.cache_hit, "fallback_used": self.fallback_used, "streamed": self.streamed,
         }
 
 

@@ -33,6 +33,21 @@ class GatewayMetrics:
                                       registry=registry)
         self.usage_pending = Gauge("switchyard_gateway_usage_buffered", "Usage events waiting to be written.",
                                    registry=registry)
+        self.queue_depth = Gauge("switchyard_gateway_queue_depth", "Requests waiting for a saturated pool.",
+                                 ["tenant"], registry=registry)
+        self.queue_wait = Histogram("switchyard_gateway_queue_wait_seconds", "Time spent waiting in a pool's queue.",
+                                    buckets=LATENCY_BUCKETS, registry=registry)
+        self.queue_rejections = Counter("switchyard_gateway_queue_rejections", "Requests refused by the fair queue.",
+                                        ["tenant", "reason"], registry=registry)
+        self.fallbacks = Counter("switchyard_gateway_fallbacks", "Requests sent to a fallback model.",
+                                 ["model", "reason"], registry=registry)
+        self.dedup = Counter("switchyard_gateway_dedup_lookups", "De-duplication cache lookups.", ["result"],
+                             registry=registry)
+        self.affinity_home = Counter("switchyard_gateway_prefix_affinity_home",
+                                     "Prefix-affinity requests placed on their key's home engine.", registry=registry)
+        self.affinity_spill = Counter("switchyard_gateway_prefix_affinity_spill",
+                                      "Prefix-affinity requests spilled past their key's home engine.",
+                                      registry=registry)
 
     def observe_done(self, record) -> None:
         """Count one finished request from its usage record."""
@@ -47,6 +62,10 @@ class GatewayMetrics:
                             ("cached", record.cached_tokens)):
             if count:
                 self.tokens.labels(model, tenant, kind).inc(count)
+
+    def observe_placement(self, home: bool) -> None:
+        """The prefix-affinity policy's report: home engine or spilled."""
+        (self.affinity_home if home else self.affinity_spill).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

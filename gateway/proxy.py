@@ -20,6 +20,7 @@ from gateway.sse import SseRelay
 log = logging.getLogger("gateway.proxy")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 MAX_ERROR_BODY = 64 * 1024
+FALLBACK_BUDGET = "fallback_budget"  # the failure kind of an engine slower than the fallback budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,15 +41,21 @@ class UpstreamFailure(Exception):
 
 
 async def open_upstream(session: aiohttp.ClientSession, upstream: Upstream, kind: str, payload: bytes,
-                        rid: str, timeouts: Timeouts) -> aiohttp.ClientResponse:
-    """POST to the engine and wait for its response headers; 5xx and connect errors raise."""
+                        rid: str, timeouts: Timeouts, budget: float | None = None) -> aiohttp.ClientResponse:
+    """POST to the engine and wait for its response headers; 5xx and connect errors raise.
+
+    With a `budget` (seconds; a fallback model is available) a slower engine raises a
+    `FALLBACK_BUDGET` failure instead of being waited for until the first-byte timeout.
+    """
     try:
-        async with asyncio.timeout(timeouts.first_byte):
+        async with asyncio.timeout(min(budget, timeouts.first_byte) if budget else timeouts.first_byte):
             response = await session.post(upstream.url + PATHS[kind], data=payload,
                                           headers={"content-type": "application/json", "x-request-id": rid})
     except aiohttp.ConnectionTimeoutError:
         raise UpstreamFailure("connect", True, errors.upstream_failed()) from None
     except TimeoutError:
+        if budget:
+            raise UpstreamFailure(FALLBACK_BUDGET, False, errors.upstream_timeout()) from None
         raise UpstreamFailure("first_byte_timeout", False, errors.upstream_timeout()) from None
     except aiohttp.ClientError:  # refused, reset, closed before the headers
         raise UpstreamFailure("connect", True, errors.upstream_failed()) from None
@@ -56,6 +63,16 @@ async def open_upstream(session: aiohttp.ClientSession, upstream: Upstream, kind
         response.release()
         raise UpstreamFailure(f"status_{response.status}", True, errors.upstream_failed())
     return response
+
+
+async def first_chunk(response: aiohttp.ClientResponse, budget: float) -> bytes:
+    """A stream's first body bytes within the budget (engines send stream headers at once)."""
+    try:
+        async with asyncio.timeout(budget):
+            return await response.content.readany()
+    except TimeoutError:
+        response.close()  # aborts the generation on the engine
+        raise UpstreamFailure(FALLBACK_BUDGET, False, errors.upstream_timeout()) from None
 
 
 class ClientStream:
@@ -90,18 +107,20 @@ class ClientStream:
         await self.body(body, False)
 
 
-async def relay_json(response: aiohttp.ClientResponse, client: ClientStream, record, idle: float) -> None:
-    """A non-streaming answer: read it whole, adopt its usage, send it on unchanged."""
+async def relay_json(response: aiohttp.ClientResponse, client: ClientStream, record, idle: float) -> bytes:
+    """A non-streaming answer: read it whole, adopt its usage, send it on unchanged; returns it."""
     async with asyncio.timeout(idle):
         body = await response.read()
     record.mark_first_byte()
     if response.status == 200:
-        record.take_usage(_usage_of(body))
+        record.take_usage(usage_of(body))
     content_type = response.headers.get("content-type", "application/json").encode()
     await client.whole(response.status, [(b"content-type", content_type)], body)
+    return body
 
 
-def _usage_of(body: bytes) -> dict | None:
+def usage_of(body: bytes) -> dict | None:
+    """The `usage` object of a JSON answer, if it has one."""
     try:
         payload = json.loads(body)
     except ValueError:
@@ -110,13 +129,17 @@ def _usage_of(body: bytes) -> dict | None:
 
 
 async def relay_stream(response: aiohttp.ClientResponse, client: ClientStream, record, relay: SseRelay,
-                       idle: float) -> None:
-    """SSE pass-through; ends the stream itself on an idle timeout, engine error or token cap."""
+                       idle: float, first: bytes | None = None) -> None:
+    """SSE pass-through; ends the stream itself on an idle timeout, engine error or token cap.
+
+    `first` is the body's first chunk when it was already read (to meet a fallback budget).
+    """
     if response.status != 200:  # the engine refused the request (4xx): pass its JSON error on
-        return await relay_json(response, client, record, idle)
+        await relay_json(response, client, record, idle)
+        return
     await client.start(200, SSE_HEADERS)
     try:
-        await _pump(response, client, record, relay, idle)
+        await _pump(response, client, record, relay, idle, first)
     except TimeoutError:
         await _end_with_error(client, relay, 504, "upstream_timeout", "The model server stopped sending.")
         raise UpstreamFailure("idle_timeout", False, errors.upstream_timeout()) from None
@@ -136,11 +159,13 @@ async def relay_stream(response: aiohttp.ClientResponse, client: ClientStream, r
         await client.body(b"", False)
 
 
-async def _pump(response, client: ClientStream, record, relay: SseRelay, idle: float) -> None:
+async def _pump(response, client: ClientStream, record, relay: SseRelay, idle: float, first: bytes | None) -> None:
     reader = response.content
+    chunk = first
     while True:
-        async with asyncio.timeout(idle):
-            chunk = await reader.readany()
+        if chunk is None:
+            async with asyncio.timeout(idle):
+                chunk = await reader.readany()
         if not chunk:
             return
         record.mark_first_byte()
@@ -149,6 +174,7 @@ async def _pump(response, client: ClientStream, record, relay: SseRelay, idle: f
             await client.body(out, True)
         if relay.cut:
             return  # the caller closes the engine's response, which aborts its generation
+        chunk = None
 
 
 def _bill_streamed(record, relay: SseRelay) -> None:

@@ -13,8 +13,9 @@ KINDS = {"chat": "chat", "completions": "completion"}
 class PolicyChooser:
     """One policy instance per set of pools (policies keep small per-pool state, like rings)."""
 
-    def __init__(self):
+    def __init__(self, observe_placement=None):
         self._policies: dict[tuple, object] = {}
+        self._observe_placement = observe_placement
 
     def choose(self, pools: tuple[Pool, ...], hints, live: dict) -> Upstream | None:
         """The policy's pick among the pools' engines; None when none is eligible.
@@ -40,7 +41,8 @@ class PolicyChooser:
         shape = tuple(p.deployment_id for p in pools)
         policy = self._policies.get(shape)
         if policy is None:
-            policy = self._policies[shape] = _make(next((p.policy for p in pools if p.upstreams), DEFAULT_POLICY))
+            name = next((p.policy for p in pools if p.upstreams), DEFAULT_POLICY)
+            policy = self._policies[shape] = _make(name, self._observe_placement)
         return policy
 
     @staticmethod
@@ -50,9 +52,9 @@ class PolicyChooser:
         return prefix_key(hints.body, KINDS[hints.kind])
 
 
-def _make(name: str):
-    try:
-        return get_policy(name)
-    except ValueError:
+def _make(name: str, observer):
+    if name not in PolicyName.__members__.values():
         log.warning("unknown routing policy %r; using %s", name, DEFAULT_POLICY)
-        return get_policy(DEFAULT_POLICY)
+        name = DEFAULT_POLICY
+    options = {"observer": observer} if name == PolicyName.PREFIX_AFFINITY and observer else {}
+    return get_policy(name, **options)

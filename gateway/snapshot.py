@@ -85,6 +85,7 @@ class Pool:
     policy: str = DEFAULT_POLICY
     supports_priority: bool = False
     upstreams: tuple[Upstream, ...] = ()
+    fallback_model: str = ""  # where requests go while this pool is saturated or slow
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,14 @@ class Snapshot:
             return dedicated
         shared = tuple(p for p in pools if p.tenant_id is None)
         return (dedicated + shared) or None
+
+    def fallback_for(self, key: KeyInfo, pools: tuple[Pool, ...]) -> tuple[str, tuple[Pool, ...]] | None:
+        """The pools' fallback model and its routable pools for this key, if it has any."""
+        name = next((p.fallback_model for p in pools if p.fallback_model), "")
+        if not name or any(p in pools for p in self.pools.get(name, ())) or not self.model_allowed(key, name):
+            return None
+        fallback = self.pools_for(key.tenant_id, name)
+        return (name, fallback) if fallback and any(p.upstreams for p in fallback) else None
 
     def models_for(self, key: KeyInfo) -> list[str]:
         """Models this key may use and that have at least one routable instance for its tenant."""

@@ -59,7 +59,7 @@ def _load_tenants() -> dict[int, TenantInfo]:
     # Entering and leaving "over budget" is audited, so the version marker moves with it.
     over = dict(BudgetState.objects.filter(over_budget=True).values_list("tenant_id", "reason"))
     return {t.pk: TenantInfo(id=t.pk, slug=t.slug, active=t.status == TenantStatus.ACTIVE,
-                             redaction_mode=getattr(t, "redaction_mode", "") or DEFAULT_REDACTION_MODE,
+                             redaction_mode=t.redaction_mode or DEFAULT_REDACTION_MODE,
                              cache_salt=tenant_cache_salt(t.pk), over_budget=over.get(t.pk))
             for t in Tenant.objects.all()}
 
@@ -109,7 +109,8 @@ def _pool(deployment, ready_instances) -> Pool:
     return Pool(deployment_id=deployment.pk, tenant_id=deployment.tenant_id,
                 model_version_id=deployment.model_version_id,
                 policy=getattr(deployment, "routing_policy", "") or DEFAULT_POLICY,
-                supports_priority=_supports_priority(deployment), upstreams=upstreams)
+                supports_priority=_supports_priority(deployment), upstreams=upstreams,
+                fallback_model=deployment.fallback_model_name)
 
 
 def _supports_priority(deployment) -> bool:

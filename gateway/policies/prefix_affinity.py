@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import random
 from collections import OrderedDict
-from typing import Sequence
+from typing import Callable, Sequence
 
 from gateway.policies.base import Endpoint, PolicyName, RouteRequest, RoutingPolicy, eligible
 from gateway.policies.hash_ring import HashRing
@@ -31,11 +31,13 @@ class PrefixAffinity(RoutingPolicy):
     name = PolicyName.PREFIX_AFFINITY
 
     def __init__(self, balance: float = 1.25, vnodes: int = 160,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, observer: Callable[[bool], None] | None = None) -> None:
         self._balance = balance
         self._vnodes = vnodes
         self._rng = rng or random.Random()
         self._rings: OrderedDict[tuple, HashRing] = OrderedDict()
+        # Told, per keyed request, whether it landed on its key's home endpoint (a hit-ratio metric).
+        self._observe = observer or (lambda home: None)
 
     def choose(self, endpoints: Sequence[Endpoint], request: RouteRequest) -> Endpoint:
         candidates = eligible(endpoints)
@@ -45,10 +47,12 @@ class PrefixAffinity(RoutingPolicy):
         by_id = {e.id: e for e in candidates}
         # Tenants are hashed in: their prefix caches are salted apart anyway, and a common
         # system prompt must not put every tenant on one engine.
-        for endpoint_id in self._ring(endpoints).walk(f"{request.tenant_id}\x00{key}"):
+        for place, endpoint_id in enumerate(self._ring(endpoints).walk(f"{request.tenant_id}\x00{key}")):
             endpoint = by_id.get(endpoint_id)
             if endpoint and endpoint.outstanding + 1 <= load_bound(endpoint, candidates, self._balance):
+                self._observe(place == 0)  # the home endpoint may be ejected: that is a spill too
                 return endpoint
+        self._observe(False)
         return least_loaded(candidates, self._rng)  # unreachable in theory; kept as a floor
 
     def _ring(self, endpoints: Sequence[Endpoint]) -> HashRing:

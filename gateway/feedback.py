@@ -1,0 +1,63 @@
+"""POST /v1/feedback: whether the user kept a completion, stored by the usage app's service.
+
+Only the key's own tenant's request ids are accepted; another tenant's id is answered 404,
+exactly like an id that never existed elsewhere, so ids cannot be probed across tenants.
+"""
+from __future__ import annotations
+
+import json
+
+from gateway import errors
+from gateway.auth import active_tenant, authenticate
+from gateway.http import JSON_HEADERS, ClientGone, read_body, request_id, send_error, send_response
+
+MAX_FEEDBACK_BODY = 4096
+
+
+def parse_feedback(body: bytes) -> tuple[str, bool]:
+    """`{"request_id": "...", "accepted": true|false}`, or a 400."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise errors.bad_request("invalid_json", "The request body is not valid JSON.") from None
+    if not isinstance(payload, dict):
+        raise errors.bad_request("invalid_body", "The request body must be a JSON object.")
+    rid, accepted = payload.get("request_id"), payload.get("accepted")
+    if not isinstance(rid, str) or not 1 <= len(rid) <= 64:
+        raise errors.bad_request("invalid_request_id", "'request_id' must be a string of 1 to 64 characters.")
+    if not isinstance(accepted, bool):
+        raise errors.bad_request("invalid_accepted", "'accepted' must be true or false.")
+    return rid, accepted
+
+
+def save_feedback(tenant_id: int, rid: str, accepted: bool) -> None:
+    """Record it with `usage.services.record_feedback` (sync: runs in the gateway's ORM threads)."""
+    from django.core.exceptions import ValidationError
+    from django.db import close_old_connections
+
+    from tenants.models import Tenant
+    from usage.services import FeedbackNotAllowed, record_feedback
+
+    close_old_connections()
+    try:
+        record_feedback(rid, accepted, tenant=Tenant(pk=tenant_id))
+    except FeedbackNotAllowed:
+        raise errors.GatewayError(404, "request_not_found", f"No request '{rid}' for this tenant.") from None
+    except ValidationError:
+        raise errors.bad_request("invalid_request_id", "'request_id' must be a string of 1 to 64 characters.") from None
+
+
+async def handle_feedback(state, scope: dict, receive, send) -> None:
+    """Authenticate, validate, store; answers 200 with what was recorded."""
+    rid = request_id(scope)
+    try:
+        key = await authenticate(scope, state.keys)
+        tenant = active_tenant(state.snapshot, key)
+        target, accepted = parse_feedback(await read_body(scope, receive, MAX_FEEDBACK_BODY))
+        await state.db.run(save_feedback, tenant.id, target, accepted)
+    except errors.GatewayError as error:
+        return await send_error(send, error, rid)
+    except ClientGone:
+        return
+    body = json.dumps({"object": "feedback", "request_id": target, "accepted": accepted}).encode()
+    await send_response(send, 200, body, [*JSON_HEADERS, (b"x-request-id", rid.encode())])
