@@ -78,7 +78,9 @@ class GatewayServer:
         from gateway.app import build_app
 
         overrides.setdefault("usage_flush_seconds", 0.2)
-        overrides.setdefault("limits_prefix", f"sy:test:{uuid.uuid4().hex[:8]}")  # counters of this test only
+        run = uuid.uuid4().hex[:8]
+        overrides.setdefault("limits_prefix", f"sy:test:{run}")  # counters of this test only
+        overrides.setdefault("dedup_prefix", f"sy:test:{run}:dedup")  # and its cached answers
         app = build_app(**overrides)
         port = free_port()
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
@@ -156,3 +158,46 @@ def usage_rows(**filters) -> list:
     from usage.models import UsageEvent
 
     return list(UsageEvent.objects.filter(**filters).order_by("occurred_at"))
+
+
+class EchoEngine:
+    """A stand-in engine for tests only: answers every completion and keeps the bodies it received.
+
+    The simulator does not echo prompts; tests that must see what reached the engine use this.
+    """
+
+    def __init__(self, model: str):
+        self.model = model
+        self.bodies: list[dict] = []
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.server = uvicorn.Server(uvicorn.Config(self._app, host="127.0.0.1", port=port, log_level="warning",
+                                                    lifespan="off", access_log=False))
+        self.thread = threading.Thread(target=self.server.run, daemon=True, name=f"echo-{port}")
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.01)
+
+    async def _app(self, scope, receive, send) -> None:
+        import json
+
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if scope["path"] == "/health":
+            answer = b"{}"
+        else:
+            self.bodies.append(json.loads(body))
+            answer = json.dumps({"id": "cmpl-echo", "object": "text_completion", "model": self.model,
+                                 "choices": [{"index": 0, "text": "ok", "finish_reason": "stop"}],
+                                 "usage": {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}}).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": answer})
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
