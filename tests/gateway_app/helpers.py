@@ -172,7 +172,7 @@ class EchoEngine:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.server = uvicorn.Server(uvicorn.Config(self._app, host="127.0.0.1", port=port, log_level="warning",
-                                                    lifespan="off", access_log=False))
+                                                    lifespan="off", access_log=False, interface="asgi3"))
         self.thread = threading.Thread(target=self.server.run, daemon=True, name=f"echo-{port}")
         self.thread.start()
         while not self.server.started:
