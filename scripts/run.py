@@ -47,6 +47,10 @@ def wait_http(url: str, seconds: float = 30) -> bool:
 
 def stop_all(children: dict) -> None:
     """Stop our processes, then the engines the worker started (they run in their own sessions)."""
+    # A second Ctrl-C must not cut the clean-up short and leave orphans behind.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print("stopping…", file=sys.stderr, flush=True)
     for proc in children.values():
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
