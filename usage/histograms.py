@@ -32,6 +32,12 @@ def merge(histograms: Iterable[list[int]]) -> list[int]:
     return total
 
 
+def add_into(total: list[int], histogram: list[int]) -> None:
+    """total += histogram, in place (the hot loop of every chart: no new lists)."""
+    if histogram:
+        total[:] = map(int.__add__, total, histogram)
+
+
 def percentile(histogram: list[int], q: float) -> float | None:
     """The q-quantile (0 < q ≤ 1), interpolated linearly inside its bucket; None without data.
 

@@ -53,9 +53,11 @@ def usage_table(query: UsageQuery, field: str) -> dict:
     rows = _grouped(_filtered(UsageRollup.objects.all(), query), field)
     table = {row[field]: {name: row[f"s_{name}"] or 0 for name in (*COUNTERS, *SUMS)}
              for row in rows.values(field).annotate(**{f"s_{n}": Sum(n) for n in (*COUNTERS, *SUMS)}).order_by()}
-    merged = defaultdict(lambda: [histograms.empty(), histograms.empty()])
+    merged = {}
     for value, ttft, latency in rows.values_list(field, "ttft_histogram", "latency_histogram").iterator(chunk_size=5000):
-        merged[value] = [histograms.merge([merged[value][0], ttft]), histograms.merge([merged[value][1], latency])]
+        sums = merged.setdefault(value, (histograms.empty(), histograms.empty()))
+        histograms.add_into(sums[0], ttft)
+        histograms.add_into(sums[1], latency)
     for value, (ttft, latency) in merged.items():
         table[value].update(ttft_histogram=ttft, latency_histogram=latency)
     return table
