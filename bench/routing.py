@@ -1,6 +1,6 @@
 """Routing policies on a coding workload: the same seeded requests through the real gateway, once per policy.
 
-    .venv/bin/python -m bench routing       # BENCH_ROUTING_SECONDS (30), _RATE (20 req/s), _SEED (7)
+    .venv/bin/python -m bench routing       # BENCH_ROUTING_SECONDS (30), _RATE (30 req/s), _SEED (7)
 
 Four `python -m simulator` engines with modeled prefill and decode time, prefix caching and a KV
 cache too small to hold every repository's prompts (so placement decides what stays cached).

@@ -42,7 +42,7 @@ class WorkloadSpec:
     files_per_repo: int = 10
     files_per_developer: int = 3
     seconds: float = 30.0
-    rate: float = 20.0  # requests per second, on average
+    rate: float = 30.0  # requests per second, on average
     mean_burst: float = 5.0  # requests per burst
     burst_gap: float = 0.25  # mean seconds between the requests of a burst
     chat_share: float = 0.15
