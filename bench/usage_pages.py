@@ -36,7 +36,7 @@ def main() -> None:
     print("| query path | rollups p50 | rollups p95 | raw events p50 | raw events p95 | speed-up (p50) |")
     print("|---|---:|---:|---:|---:|---:|")
     for label, api, raw in rows:
-        speedup = f"{raw[0] / api[0]:.0f}×" if raw and api[0] else "–"
+        speedup = f"{raw[0] / api[0]:.1f}×" if raw and api[0] else "–"
         raw_cells = f"{raw[0]:.1f} | {raw[1]:.1f}" if raw else "– | –"
         print(f"| {label} | {api[0]:.1f} | {api[1]:.1f} | {raw_cells} | {speedup} |")
 
