@@ -16,9 +16,12 @@ def main(argv=None) -> None:
     unknown = [name for name in names if name not in available]
     if unknown:
         raise SystemExit(f"unknown benchmark(s) {', '.join(unknown)}; one of: {', '.join(available)}")
-    for name in names:
-        print(f"\n## bench.{name}\n")
-        importlib.import_module(f"bench.{name}").main()
+    try:
+        for name in names:
+            print(f"\n## bench.{name}\n", flush=True)
+            importlib.import_module(f"bench.{name}").main()
+    except KeyboardInterrupt:
+        raise SystemExit("\ninterrupted (every process the benchmark started has been stopped)") from None
 
 
 if __name__ == "__main__":

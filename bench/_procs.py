@@ -1,8 +1,8 @@
 """Child processes a benchmark starts: each in its own process group, all stopped on the way out.
 
 `Processes` is a context manager; leaving it (normally, on an exception or on Ctrl-C) stops
-every process it started, newest first. SIGTERM to the benchmark itself is turned into the
-same path, so `kill <bench pid>` cleans up too.
+every process it started, newest first. SIGTERM (and SIGINT, even when inherited as ignored)
+are turned into KeyboardInterrupt inside the block, so `kill <bench pid>` cleans up too.
 """
 from __future__ import annotations
 
@@ -54,10 +54,11 @@ class Processes:
     def __init__(self):
         self._started: list[subprocess.Popen] = []
         self._logs: list = []
-        self._previous_sigterm = None
+        self._previous: dict = {}
 
     def __enter__(self) -> "Processes":
-        self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previous[signum] = signal.signal(signum, _raise_keyboard_interrupt)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -65,7 +66,8 @@ class Processes:
             stop(proc)
         for log in self._logs:
             log.close()
-        signal.signal(signal.SIGTERM, self._previous_sigterm or signal.SIG_DFL)
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
     def python(self, *args: str, env: dict | None = None) -> subprocess.Popen:
         """`python <args>` from the repository root; stderr kept in a temp file for errors."""
