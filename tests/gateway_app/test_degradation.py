@@ -157,6 +157,7 @@ def test_a_second_tenant_is_served_between_a_flooding_tenants_requests(gateway, 
         thread.start()
     queues = server.app.state.queues._queues.values()
     assert wait_for(lambda: sum(q.depth(alice.tenant.pk) for q in queues) == 7, 20)
+    assert f'switchyard_gateway_queue_depth{{tenant="{alice.tenant.pk}"}}' in metrics(server)
     late = [threading.Thread(target=send, args=("bob", bob.key.raw)) for _ in range(2)]
     for thread in late:
         thread.start()
