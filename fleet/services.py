@@ -17,7 +17,7 @@ from fleet.validation import validate_spec
 from fleet.views import deployment_view
 
 SPEC_FIELDS = ("min_replicas", "max_replicas", "warm_pool_size", "tensor_parallel_size", "pipeline_parallel_size",
-               "gpu_type", "region", "simulator_params", "runtime_backend")
+               "gpu_type", "region", "simulator_params", "runtime_backend", "fallback_model_name")
 
 
 def _reconcile_on_commit(deployment_id: int) -> None:

@@ -16,6 +16,7 @@ def validate_spec(deployment) -> None:
     _check_replicas(deployment, errors)
     _check_parallelism(deployment, errors)
     _check_simulator_params(deployment, errors)
+    _check_fallback(deployment, errors)
     if errors:
         raise ValidationError(errors)
 
@@ -78,3 +79,16 @@ def _simulator_params_problem(params: dict) -> str | None:
     except (TypeError, ValueError) as exc:
         return str(exc)
     return None
+
+
+def _check_fallback(deployment, errors: dict) -> None:
+    """A fallback must be another registered model (the gateway routes to it by name)."""
+    from models_registry.models import Model
+
+    name = deployment.fallback_model_name
+    if not name:
+        return
+    if name == deployment.model_version.model.name:
+        errors["fallback_model_name"] = "A deployment cannot fall back to its own model."
+    elif not Model.objects.filter(name=name).exists():
+        errors["fallback_model_name"] = f"No model named {name!r} in the registry."

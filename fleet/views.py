@@ -9,7 +9,8 @@ def deployment_view(deployment) -> dict:
             "tensor_parallel_size": deployment.tensor_parallel_size,
             "pipeline_parallel_size": deployment.pipeline_parallel_size, "gpu_type": deployment.gpu_type,
             "region": deployment.region, "status": deployment.status,
-            "simulator_params": deployment.simulator_params}
+            "simulator_params": deployment.simulator_params,
+            "fallback_model_name": deployment.fallback_model_name or None}
 
 
 def instance_view(instance) -> dict:

@@ -29,7 +29,7 @@ class DeploymentSerializer(serializers.ModelSerializer):
         model = Deployment
         fields = ["id", "tenant", "name", "model", "model_version", "model_version_label", "runtime_backend",
                   "min_replicas", "max_replicas", "warm_pool_size", "target_replicas", "tensor_parallel_size",
-                  "pipeline_parallel_size", "gpu_type", "region", "status", "simulator_params", "created_at",
+                  "pipeline_parallel_size", "gpu_type", "region", "status", "simulator_params", "fallback_model_name", "created_at",
                   "updated_at", "instances"]
         read_only_fields = fields
 
@@ -47,6 +47,8 @@ class DeploymentCreateSerializer(serializers.Serializer):
     gpu_type = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
     region = serializers.CharField(max_length=64, required=False, allow_blank=True, default="local")
     simulator_params = serializers.DictField(required=False, default=dict)
+    fallback_model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
+                                                help_text="Model the gateway uses when this one is saturated or slow.")
 
     def validate(self, attrs):
         attrs.setdefault("max_replicas", max(attrs["min_replicas"], 1))

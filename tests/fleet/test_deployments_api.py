@@ -71,6 +71,7 @@ def test_developers_may_look_but_not_deploy(alice, published_version):
     ({"runtime_backend": "kubernetes"}, "runtime_backend"),
     ({"model_version": 999999}, "model_version"),
     ({"tenant": "no-such-tenant"}, "tenant"),
+    ({"fallback_model_name": "no-such-model"}, "fallback_model_name"),
 ])
 def test_bad_specs_are_400s_naming_the_field(alice, published_version, overrides, field):
     body = spec(published_version, **{"tenant": alice.tenant.slug, **overrides})
@@ -102,3 +103,19 @@ def test_scale_delete_and_instance_actions_change_only_desired_state(alice, publ
 
 def test_no_credentials_is_401(api):
     assert api.get(URL).status_code == 401
+
+
+def test_a_fallback_model_is_stored_and_audited(alice, published_version):
+    from audit.models import AuditEvent
+    from models_registry.models import Model
+
+    Model.objects.create(name="small-coder")
+    body = spec(published_version, tenant=alice.tenant.slug, fallback_model_name="small-coder")
+    response = bearer(alice.key).post(URL, body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["fallback_model_name"] == "small-coder"
+    event = AuditEvent.objects.get(action="fleet.deployment.create")
+    assert event.after["fallback_model_name"] == "small-coder"
+    own = spec(published_version, tenant=alice.tenant.slug, name="again",
+               fallback_model_name=published_version.model.name)
+    assert "fallback_model_name" in bearer(alice.key).post(URL, own, format="json").json()
