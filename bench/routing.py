@@ -11,8 +11,10 @@ started through `bench._gateway_proc`, which sets the pool default; the rest is 
 
 Reported per policy: prefix-cache hit ratio (the engines' `vllm:prefix_cache_hits_total /
 vllm:prefix_cache_queries_total`), TTFT p50 / p95 measured by the client (first streamed token),
-and load imbalance: max / mean of requests served per engine, and of the engine's outstanding
-requests (running + waiting) averaged over the run, sampled from its /metrics every 0.25 s.
+load imbalance: max / mean of requests served per engine, and of the engine's outstanding
+requests (running + waiting) averaged over the run, sampled from its /metrics every 0.25 s, and
+for prefix_affinity the share of requests placed on their key's home engine (the gateway's
+`switchyard_gateway_prefix_affinity_home_total` / `…_spill_total`; the rest spilled over a load bound).
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ class PolicyResult:
     requests_per_engine: list[float]
     outstanding_per_engine: list[float]
     preemptions: float
+    home_share: float | None  # prefix_affinity: share of keyed requests placed on their key's home engine
 
     def pct(self, q: float) -> float:
         ordered = sorted(self.ttfts)
@@ -90,6 +93,7 @@ async def _run_policy(policy: str, fleet: Fleet, engines: list[str], items) -> P
         stop.set()
         await sampler
         finals = [await _metrics(session, url) for url in engines]
+        gateway = await _metrics(session, fleet.gateway_url, prefix="switchyard_gateway_prefix_affinity_")
     hits = sum(m.get("vllm:prefix_cache_hits_total", 0) for m in finals)
     queries = sum(m.get("vllm:prefix_cache_queries_total", 0) for m in finals)
     return PolicyResult(
@@ -97,7 +101,13 @@ async def _run_policy(policy: str, fleet: Fleet, engines: list[str], items) -> P
         ttfts=[ttft for ttft in outcomes if ttft is not None], hit_ratio=hits / queries if queries else 0.0,
         requests_per_engine=[m.get("vllm:request_success_total", 0) for m in finals],
         outstanding_per_engine=[statistics.mean(column) for column in zip(*samples)] if samples else [],
-        preemptions=sum(m.get("vllm:num_preemptions_total", 0) for m in finals))
+        preemptions=sum(m.get("vllm:num_preemptions_total", 0) for m in finals), home_share=_home_share(gateway))
+
+
+def _home_share(gateway: dict[str, float]) -> float | None:
+    home = gateway.get("switchyard_gateway_prefix_affinity_home_total", 0)
+    placed = home + gateway.get("switchyard_gateway_prefix_affinity_spill_total", 0)
+    return home / placed if placed else None
 
 
 async def _replay(session, gateway_url: str, headers: dict, items) -> list[float | None]:
@@ -149,13 +159,13 @@ async def _sample_outstanding(session, engines: list[str], samples: list, stop: 
             pass
 
 
-async def _metrics(session, url: str) -> dict[str, float]:
-    """Prometheus text → {metric name: value summed over its label sets}."""
+async def _metrics(session, url: str, prefix: str = "vllm:") -> dict[str, float]:
+    """Prometheus text → {metric name: value summed over its label sets}, for names starting with prefix."""
     async with session.get(url + "/metrics") as response:
         text = await response.text()
     totals: dict[str, float] = {}
     for line in text.splitlines():
-        if not line.startswith("vllm:"):
+        if not line.startswith(prefix):
             continue
         name_labels, _, value = line.rpartition(" ")
         name = name_labels.split("{", 1)[0]
@@ -173,12 +183,13 @@ def _print(spec, items, results: list[PolicyResult]) -> None:
           f"developers, {spec.repos} repositories, {spec.seconds:g} s at ~{spec.rate:g} req/s, bursty), "
           f"{ENGINES} simulator engines ({' '.join(ENGINE_ARGS)}), all streaming, through the gateway\n")
     print("| policy | prefix-cache hit ratio | TTFT p50 ms | TTFT p95 ms | imbalance requests (max/mean) | "
-          "imbalance outstanding (max/mean) | requests per engine | preemptions | failed |")
-    print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
+          "imbalance outstanding (max/mean) | requests per engine | home share | preemptions | failed |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for r in results:
         print(f"| {r.policy} | {r.hit_ratio:.1%} | {r.pct(0.50):.0f} | {r.pct(0.95):.0f} | "
               f"{_imbalance(r.requests_per_engine):.2f} | {_imbalance(r.outstanding_per_engine):.2f} | "
-              f"{' / '.join(f'{n:.0f}' for n in r.requests_per_engine)} | {r.preemptions:.0f} | {r.failed} |")
+              f"{' / '.join(f'{n:.0f}' for n in r.requests_per_engine)} | "
+              f"{'–' if r.home_share is None else f'{r.home_share:.0%}'} | {r.preemptions:.0f} | {r.failed} |")
     found = {r.policy: r for r in results}
     if "prefix_affinity" in found and "round_robin" in found:
         pa, rr = found["prefix_affinity"], found["round_robin"]
