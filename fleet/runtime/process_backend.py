@@ -1,4 +1,6 @@
 """What the local and simulator backends share: one engine = one tagged process group on this host."""
+from abc import abstractmethod
+
 from django.conf import settings
 
 from fleet.runtime import processes
@@ -11,8 +13,9 @@ class ProcessBackend(RuntimeBackend):
     host = "127.0.0.1"
     extra_env: dict = {}
 
+    @abstractmethod
     def argv(self, instance, port: int) -> list[str]:
-        raise NotImplementedError
+        """The engine's command line for `instance` listening on `port`."""
 
     def start(self, instance) -> Launched:
         running = processes.leader_handle(processes.tagged_processes().get(instance.pk, []))
