@@ -30,7 +30,7 @@ from gateway.metering import UsageRecorder, write_batch
 from gateway.metrics import GatewayMetrics
 from gateway.pool_queues import PoolQueues
 from gateway.proxy import Timeouts
-from gateway.ratelimit import make_client
+from gateway.resp import PipelinedRedis
 from gateway.refresher import SnapshotRefresher, load_current
 from gateway.snapshot import Snapshot
 from gateway.snapshot_loader import load_key
@@ -159,7 +159,8 @@ class GatewayApp:
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout))
-        redis = make_client(config.redis_url)
+        # The request path's Redis (limits, de-duplication): one pipelined connection (gateway.resp).
+        redis = PipelinedRedis.from_url(config.redis_url)
         db = DatabaseThreads()
         balancer = Balancer(self.metrics, eject_after=config.eject_after_failures)
         return GatewayState(

@@ -8,6 +8,7 @@ failure is a miss: the cache may only ever save work, never fail a request.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -37,8 +38,9 @@ def cache_key(prefix: str, tenant_id: int, version_ids: tuple[int, ...], kind: s
 class DedupCache:
     """get/put of whole JSON answers, stored with the model version that produced them."""
 
-    def __init__(self, redis, *, ttl_seconds: float, prefix: str):
+    def __init__(self, redis, *, ttl_seconds: float, prefix: str, timeout_seconds: float = 0.2):
         self._redis = redis
+        self._timeout = timeout_seconds  # a hung Redis is a miss after this, like an unreachable one
         self.ttl_ms = int(ttl_seconds * 1000)
         self.prefix = prefix
 
@@ -49,7 +51,8 @@ class DedupCache:
     async def get(self, key: str) -> tuple[int | None, bytes] | None:
         """(model version id, body) of a stored answer, or None."""
         try:
-            stored = await self._redis.get(key)
+            async with asyncio.timeout(self._timeout):
+                stored = await self._redis.get(key)
         except Exception:  # an unreachable Redis is a miss, logged, never an error for the client
             log.warning("dedup cache lookup failed", exc_info=True)
             return None
@@ -61,6 +64,7 @@ class DedupCache:
     async def put(self, key: str, version_id: int | None, body: bytes) -> None:
         """Store an answer for the TTL."""
         try:
-            await self._redis.set(key, f"{version_id or ''}\n".encode() + body, px=self.ttl_ms)
+            async with asyncio.timeout(self._timeout):
+                await self._redis.set(key, f"{version_id or ''}\n".encode() + body, px=self.ttl_ms)
         except Exception:
             log.warning("dedup cache store failed", exc_info=True)

@@ -110,9 +110,10 @@ class InferenceHandler:
             self._redact(call, record)
             await self._answer(call, client, record, estimate, admission.token_cap)
         finally:
-            # Shielded: a client that leaves must not leave its reservation behind.
-            used = record.prompt_tokens + record.completion_tokens
-            await asyncio.shield(limiter.settle(admission, used_tokens=used))
+            # Queued without waiting (the answer already went out), and nothing to cancel: a client
+            # that leaves cannot leave its reservation behind. Redis runs it before any later
+            # admission of this process (docs/limits.md, "Settlement").
+            limiter.settle_soon(admission, used_tokens=record.prompt_tokens + record.completion_tokens)
 
     def _redact(self, call: Call, record: RequestRecord) -> None:
         result = redact_body(call.payload, call.tenant.redaction_mode)

@@ -15,6 +15,7 @@ from gateway.ratelimit import Admission as LimitRequest
 from gateway.ratelimit import LimiterConfig, Limits, Outcome, RateLimiter, Subject, SubjectKind, month_bounds
 from gateway.snapshot import KeyInfo, Snapshot
 
+MAX_CACHED_KEYS = 10_000
 SUBJECT_KINDS = {"tenant": SubjectKind.TENANT, "api_key": SubjectKind.KEY, "user": SubjectKind.USER}
 
 
@@ -33,11 +34,13 @@ class Limiter:
     def __init__(self, client, metrics, *, prefix: str = "sy:rl"):
         self._limiter = RateLimiter(client, LimiterConfig(prefix=prefix))
         self._metrics = metrics
+        self._subjects: dict[tuple, tuple[Subject, ...]] = {}  # per key, for `_subjects_of`'s snapshot
+        self._subjects_of: Snapshot | None = None
 
     async def admit(self, *, key: KeyInfo, snapshot: Snapshot, request_id: str, prompt_tokens: int,
                     max_tokens: int) -> Admission:
         """Count the request against every limit at once, or raise the refusal."""
-        request = LimitRequest(request_id, str(key.tenant_id), subjects_for(snapshot, key),
+        request = LimitRequest(request_id, str(key.tenant_id), self._subjects_for(snapshot, key),
                                prompt_tokens=prompt_tokens, max_tokens=max_tokens)
         decision = await self._limiter.admit(request)
         headers = [(name.encode(), value.encode()) for name, value in decision.headers.items()]
@@ -50,10 +53,27 @@ class Limiter:
                                       [(b"retry-after", b"1")])
         return Admission(headers=headers, reservation=decision.reservation)
 
+    def _subjects_for(self, snapshot: Snapshot, key: KeyInfo) -> tuple[Subject, ...]:
+        """`subjects_for`, computed once per key and snapshot (snapshots are immutable)."""
+        if snapshot is not self._subjects_of or len(self._subjects) >= MAX_CACHED_KEYS:
+            self._subjects.clear()
+            self._subjects_of = snapshot
+        cache_key = (key.id, key.tenant_id, key.user_id)
+        subjects = self._subjects.get(cache_key)
+        if subjects is None:
+            subjects = self._subjects[cache_key] = tuple(subjects_for(snapshot, key))
+        return subjects
+
     async def settle(self, admission: Admission, *, used_tokens: int) -> None:
         """Hand the reservation back with the actual tokens (also 0 for failed requests)."""
         if admission.reservation is not None:
             await self._limiter.settle(admission.reservation, used_tokens)
+            admission.reservation = None
+
+    def settle_soon(self, admission: Admission, *, used_tokens: int) -> None:
+        """`settle` without waiting for Redis (after the answer went out; see RateLimiter.settle_soon)."""
+        if admission.reservation is not None:
+            self._limiter.settle_soon(admission.reservation, used_tokens)
             admission.reservation = None
 
 

@@ -7,6 +7,7 @@ See docs/limits.md for the semantics.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 
+from gateway.resp import encode_args
 from gateway.ratelimit_scripts import ADMIT, SETTLE  # noqa: F401 (ADMIT is re-exported for tests)
 
 MICROS = 1_000_000
@@ -101,12 +103,56 @@ class Check:
     keys: tuple[str, ...]
     limit: int
     param_us: int  # window, lease or reservation TTL
-    amount: int
+    slot: str  # what the request is charged: "1" (itself), "t" (its tokens), "c" (its cost)
     ttl_s: int = 0
 
-    def args(self, amount: int | None = None) -> list:
-        kind = SCRIPT_KIND[self.limit_kind]
-        return [kind, self.limit, self.param_us, self.amount if amount is None else amount, self.ttl_s]
+    def args(self, kind: str | None = None) -> list:
+        return [kind or SCRIPT_KIND[self.limit_kind], self.limit, self.param_us, self.slot, self.ttl_s]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Plan:
+    """The script call of one set of subjects, encoded once: only the request's numbers vary.
+
+    Keys and limits depend on the subjects and the month; budget key TTLs on the time, so a
+    plan is rebuilt after `PLAN_SECONDS` (and when the month turns).
+    """
+
+    checks: tuple[Check, ...]
+    keys: tuple[str, ...]
+    args: tuple  # every check's five ARGV values, flat
+    head: bytes  # RESP after `EVALSHA <sha>`: numkeys and KEYS
+    tail: bytes  # RESP of the checks' ARGV
+    size: int  # RESP array length of the whole command
+    impossible: Check | None  # a rate or concurrency limit of 0 refuses without asking Redis
+    requests_at: tuple[int, ...]  # positions of the requests-per-minute checks (headers)
+    tokens_at: tuple[int, ...]  # positions of the tokens-per-minute checks (headers)
+    expires: float = float("inf")
+
+    @classmethod
+    def of(cls, checks: Sequence[Check], expires: float = float("inf"), kinds: Callable | None = None) -> "Plan":
+        """`kinds` maps a check to its script kind (lower case renews: `extend`)."""
+        keys = tuple(key for check in checks for key in check.keys)
+        args = tuple(arg for check in checks for arg in check.args(kinds(check) if kinds else None))
+        impossible = next((c for c in checks if c.limit <= 0 and SCRIPT_KIND[c.limit_kind] != "B"), None)
+        return cls(tuple(checks), keys, args, encode_args((len(keys), *keys)), encode_args(args),
+                   3 + len(keys) + len(HEAD_ARGS) + len(args), impossible,
+                   tuple(i for i, c in enumerate(checks) if c.limit_kind == LimitKind.REQUESTS_PER_MINUTE),
+                   tuple(i for i, c in enumerate(checks) if c.limit_kind == LimitKind.TOKENS_PER_MINUTE), expires)
+
+    def argv(self, request_id: str, numbers: tuple[int, int, int, int]) -> list:
+        """Every ARGV value (the redis-py client's call)."""
+        return [request_id, len(self.checks), *numbers, *self.args]
+
+    def packed(self, sha: str, request_id: str, numbers: tuple[int, int, int, int]) -> bytes:
+        """The whole EVALSHA command in RESP (the pipelined client's call)."""
+        return b"".join((b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n" % (self.size, len(sha), sha.encode()), self.head,
+                         encode_args((request_id, len(self.checks), *numbers)), self.tail))
+
+
+HEAD_ARGS = ("request id", "checks", "reserved tokens", "reserved cost", "actual tokens", "actual cost")
+PLAN_SECONDS = 60.0  # budget keys' TTLs may be this much too long: they live a week past the month anyway
+MAX_PLANS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +161,9 @@ class Reservation:
 
     request_id: str
     checks: tuple[Check, ...]
+    tokens: int = 0  # the worst case reserved
+    cost_micros: int = 0
+    plan: Plan | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,59 +231,102 @@ class RateLimiter:
         self._config = config or LimiterConfig()
         self._clock = clock  # only names the budget month; windows run on Redis TIME
         self._sha: dict[str, str] = {}
+        self._background: set[asyncio.Task] = set()  # settles in flight without a waiter
+        self._plans: dict[tuple, Plan] = {}
 
     async def admit(self, admission: Admission) -> Decision:
         """Check and count every limit of every subject atomically: all or nothing."""
         now = self._clock()
-        checks = self._checks(admission, now)
-        if not checks:
+        plan = self._plan(admission, now)
+        if not plan.checks:
             return Decision(Outcome.ADMITTED, reservation=Reservation(admission.request_id, ()))
-        impossible = next((c for c in checks if c.limit <= 0 and SCRIPT_KIND[c.limit_kind] != "B"), None)
-        if impossible:
-            return Decision(Outcome.LIMITED, _refusal(impossible))
+        if plan.impossible:
+            return Decision(Outcome.LIMITED, _refusal(plan.impossible))
+        numbers = (admission.worst_case_tokens, admission.max_cost_micros, 0, 0)
         try:
-            result = await self._run(ADMIT, checks, admission.request_id)
+            result = await self._run(ADMIT, plan, admission.request_id, numbers)
         except (RedisError, OSError, TimeoutError):
-            return self._unavailable(checks)
-        return self._decision(admission.request_id, checks, result, now)
+            return self._unavailable(plan.checks)
+        return self._decision(admission, plan, result, now)
 
     async def settle(self, reservation: Reservation, actual_tokens: int,
                      actual_cost_micros: int = 0) -> bool:
         """Record the actual spend, release the rest and the concurrency slot; False if Redis failed."""
-        actual = {LimitKind.MONTHLY_TOKENS: actual_tokens, LimitKind.MONTHLY_COST: actual_cost_micros}
-        args = []
-        for check in reservation.checks:
-            if check.limit_kind == LimitKind.TOKENS_PER_MINUTE:
-                args.append(check.args(actual_tokens - min(check.amount, check.limit)))
-            else:
-                args.append(check.args(actual.get(check.limit_kind, 0)))
-        return await self._quietly(reservation, args)
+        if not reservation.checks:
+            return True
+        return await self._quietly(*self._settlement(reservation, actual_tokens, actual_cost_micros))
+
+    def settle_soon(self, reservation: Reservation, actual_tokens: int, actual_cost_micros: int = 0) -> None:
+        """`settle` without waiting for Redis's answer (the gateway's request path).
+
+        On a pipelined client (`gateway.resp.PipelinedRedis`) the script is queued at once, so
+        Redis runs it before any admission this process sends later: a client that gets its
+        answer and sends again at once finds its concurrency slot free. Another gateway process
+        may admit that next request in the moment before the queued settle is written (one
+        event-loop iteration): then the old lease still counts there — the accepted race. A
+        failed settle is dropped, like `settle`'s False.
+        """
+        if not reservation.checks:
+            return
+        settlement = self._settlement(reservation, actual_tokens, actual_cost_micros)
+        sha, send = self._sha.get(SETTLE), getattr(self._client, "send_packed", None)
+        if sha is None or send is None:  # first use, or a redis-py client: settle in a task
+            self._in_background(self._quietly(*settlement))
+            return
+        send(settlement[0].packed(sha, *settlement[1:])).add_done_callback(
+            functools.partial(self._settled_soon, settlement))
+
+    def _settled_soon(self, settlement: tuple, future: asyncio.Future) -> None:
+        error = None if future.cancelled() else future.exception()
+        if isinstance(error, NoScriptError):  # Redis restarted: load the script again and send once more
+            self._sha.pop(SETTLE, None)
+            self._in_background(self._quietly(*settlement))
+
+    def _in_background(self, coroutine) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)  # a reference, so the task is not collected while it runs
+        task.add_done_callback(self._background.discard)
+
+    @staticmethod
+    def _settlement(reservation: Reservation, actual_tokens: int, actual_cost_micros: int) -> tuple:
+        plan = reservation.plan or Plan.of(reservation.checks)
+        numbers = (reservation.tokens, reservation.cost_micros, actual_tokens, actual_cost_micros)
+        return plan, reservation.request_id, numbers
 
     async def extend(self, reservation: Reservation) -> bool:
         """Renew the concurrency leases and budget reservations of a long-running stream."""
         renewable = [c for c in reservation.checks if SCRIPT_KIND[c.limit_kind] in "CB"]
-        args = [[SCRIPT_KIND[c.limit_kind].lower(), *c.args()[1:]] for c in renewable]
-        return await self._quietly(Reservation(reservation.request_id, tuple(renewable)), args)
+        plan = Plan.of(renewable, kinds=lambda c: SCRIPT_KIND[c.limit_kind].lower())
+        return await self._quietly(plan, reservation.request_id, (0, 0, 0, 0))
 
-    async def _quietly(self, reservation: Reservation, args: list) -> bool:
+    async def _quietly(self, plan: Plan, request_id: str, numbers: tuple) -> bool:
         # A lost settle is bounded by design: leases and reservations lapse on their own.
         try:
-            await self._run(SETTLE, reservation.checks, reservation.request_id, args)
+            await self._run(SETTLE, plan, request_id, numbers)
         except (RedisError, OSError, TimeoutError):
             return False
         return True
 
-    def _checks(self, admission: Admission, now: float) -> list[Check]:
+    def _plan(self, admission: Admission, now: float) -> Plan:
+        """The cached plan of these subjects, rebuilt when stale (see `Plan`)."""
+        cache_key = (admission.tenant_id, tuple(admission.subjects))
+        plan = self._plans.get(cache_key)
+        if plan is None or now >= plan.expires:
+            if len(self._plans) >= MAX_PLANS:
+                self._plans.clear()
+            label, next_month = month_bounds(now)
+            plan = self._plans[cache_key] = Plan.of(self._checks(admission, label, int(next_month - now)),
+                                                    min(now + PLAN_SECONDS, next_month))
+        return plan
+
+    def _checks(self, admission: Admission, label: str, month_left: int) -> list[Check]:
         cfg = self._config
-        label, next_month = month_bounds(now)
-        amounts = {LimitKind.REQUESTS_PER_MINUTE: 1, LimitKind.CONCURRENT_REQUESTS: 1,
-                   LimitKind.TOKENS_PER_MINUTE: admission.worst_case_tokens,
-                   LimitKind.MONTHLY_TOKENS: admission.worst_case_tokens,
-                   LimitKind.MONTHLY_COST: admission.max_cost_micros}
+        slots = {LimitKind.REQUESTS_PER_MINUTE: "1", LimitKind.CONCURRENT_REQUESTS: "1",
+                 LimitKind.TOKENS_PER_MINUTE: "t", LimitKind.MONTHLY_TOKENS: "t", LimitKind.MONTHLY_COST: "c"}
         params = {LimitKind.CONCURRENT_REQUESTS: int(cfg.lease_seconds * MICROS),
                   **{k: cfg.window_seconds * MICROS for k in RATE_KINDS},
                   **{k: int(cfg.reservation_seconds * MICROS) for k in BUDGET_KINDS}}
-        budget_ttl = int(next_month - now) + 7 * 86400  # a week's grace for late settles
+        budget_ttl = month_left + 7 * 86400  # a week's grace for late settles
         checks = []
         for subject in admission.subjects:
             for kind in LimitKind:
@@ -245,40 +337,39 @@ class RateLimiter:
                 base = f"{cfg.prefix}:{{{admission.tenant_id}}}:{subject.kind}:{subject.id}:{kind}"
                 keys = (f"{base}:{label}", f"{base}:{label}:r") if kind in BUDGET_KINDS else (base,)
                 checks.append(Check(subject.kind, subject.id, kind, keys, int(limit), params[kind],
-                                    amounts[kind], budget_ttl if kind in BUDGET_KINDS else 0))
+                                    slots[kind], budget_ttl if kind in BUDGET_KINDS else 0))
         return checks
 
-    async def _run(self, script: str, checks: Sequence[Check], request_id: str,
-                   args: list | None = None) -> list:
-        keys = [key for check in checks for key in check.keys]
-        flat = [request_id, len(checks)]
-        for check_args in args if args is not None else [c.args() for c in checks]:
-            flat += check_args
+    async def _run(self, script: str, plan: Plan, request_id: str, numbers: tuple) -> list:
         async with asyncio.timeout(self._config.timeout_seconds):
-            return await self._evalsha(script, keys, flat)
+            sha = self._sha.get(script) or await self._load(script)
+            try:
+                return await self._evalsha(sha, plan, request_id, numbers)
+            except NoScriptError:  # Redis restarted or SCRIPT FLUSH: load again, once
+                return await self._evalsha(await self._load(script), plan, request_id, numbers)
 
-    async def _evalsha(self, script: str, keys: list, args: list) -> list:
-        sha = self._sha.get(script) or await self._load(script)
-        try:
-            return await self._client.evalsha(sha, len(keys), *keys, *args)
-        except NoScriptError:  # Redis restarted or SCRIPT FLUSH: load again, once
-            return await self._client.evalsha(await self._load(script), len(keys), *keys, *args)
+    def _evalsha(self, sha: str, plan: Plan, request_id: str, numbers: tuple):
+        send = getattr(self._client, "send_packed", None)
+        if send is not None:
+            return send(plan.packed(sha, request_id, numbers))
+        return self._client.evalsha(sha, len(plan.keys), *plan.keys, *plan.argv(request_id, numbers))
 
     async def _load(self, script: str) -> str:
-        self._sha[script] = await self._client.script_load(script)
+        # Both scripts at once: `settle_soon` can then send without a round trip of its own.
+        scripts = [script, *(s for s in (ADMIT, SETTLE) if s != script and s not in self._sha)]
+        for text, sha in zip(scripts, await asyncio.gather(*(self._client.script_load(s) for s in scripts))):
+            self._sha[text] = sha
         return self._sha[script]
 
-    def _decision(self, request_id: str, checks: list[Check], result: list, now: float) -> Decision:
+    def _decision(self, admission: Admission, plan: Plan, result: list, now: float) -> Decision:
         allowed, refused_index, retry_us = (int(x) for x in result[:3])
-        remaining = [int(x) for x in result[3::2]]
-        reset_us = [int(x) for x in result[4::2]]
-        headers = _headers(checks, remaining, reset_us)
+        headers = _headers(plan, result)
         if allowed:
-            return Decision(Outcome.ADMITTED, headers=headers,
-                            reservation=Reservation(request_id, tuple(checks)))
+            return Decision(Outcome.ADMITTED, headers=headers, reservation=Reservation(
+                admission.request_id, plan.checks, admission.worst_case_tokens, admission.max_cost_micros, plan))
         # -1: a budget refused; it frees up when reservations settle or the month turns.
         retry = month_bounds(now)[1] - now if retry_us == -1 else retry_us / MICROS
-        return Decision(Outcome.LIMITED, _refusal(checks[refused_index - 1]), retry, headers)
+        return Decision(Outcome.LIMITED, _refusal(plan.checks[refused_index - 1]), retry, headers)
 
     def _unavailable(self, checks: list[Check]) -> Decision:
         cfg = self._config
@@ -295,14 +386,18 @@ def _refusal(check: Check) -> Refusal:
     return Refusal(check.subject, check.subject_id, check.limit_kind)
 
 
-def _headers(checks: list[Check], remaining: list[int], reset_us: list[int]) -> dict[str, str]:
-    """OpenAI-style x-ratelimit-* headers for the most constrained requests and tokens limits."""
+def _headers(plan: Plan, result: list) -> dict[str, str]:
+    """OpenAI-style x-ratelimit-* headers for the most constrained requests and tokens limits.
+
+    `result` is the admit script's answer: after three values, (remaining, reset µs) per check.
+    """
     headers = {}
-    for kind, suffix in ((LimitKind.REQUESTS_PER_MINUTE, "requests"), (LimitKind.TOKENS_PER_MINUTE, "tokens")):
-        found = [(remaining[i], reset_us[i], c.limit) for i, c in enumerate(checks) if c.limit_kind == kind]
-        if found:
-            left, reset, limit = min(found, key=lambda f: (f[0] / f[2], f[0]))
-            headers[f"x-ratelimit-limit-{suffix}"] = str(limit)
-            headers[f"x-ratelimit-remaining-{suffix}"] = str(max(left, 0))
-            headers[f"x-ratelimit-reset-{suffix}"] = f"{math.ceil(reset / 1000) / 1000:g}s"
+    for positions, suffix in ((plan.requests_at, "requests"), (plan.tokens_at, "tokens")):
+        if not positions:
+            continue
+        found = [(int(result[3 + 2 * i]), int(result[4 + 2 * i]), plan.checks[i].limit) for i in positions]
+        left, reset, limit = min(found, key=lambda f: (f[0] / f[2], f[0])) if len(found) > 1 else found[0]
+        headers[f"x-ratelimit-limit-{suffix}"] = str(limit)
+        headers[f"x-ratelimit-remaining-{suffix}"] = str(max(left, 0))
+        headers[f"x-ratelimit-reset-{suffix}"] = f"{math.ceil(reset / 1000) / 1000:g}s"
     return headers

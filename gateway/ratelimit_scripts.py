@@ -1,9 +1,13 @@
 """The Lua scripts behind `gateway.ratelimit`: each admission and settlement is one EVALSHA.
 
-Every check is five ARGV values: kind, limit, param, amount, key TTL (s). Kinds:
-  R  GCRA rate (requests or tokens per window; param = window µs, amount = cost)
+ARGV: request id, number of checks, the request's worst-case tokens and cost (what admission
+reserves), its actual tokens and cost (settle only; 0 otherwise), then five values per check:
+kind, limit, param, amount slot, key TTL (s). The slot names the check's amount — `1` (one
+request), `t` (the tokens), `c` (the cost) — so a check's values depend only on the subject's
+limits and the gateway can encode them once per subject set. Kinds:
+  R  GCRA rate (requests or tokens per window; param = window µs)
   C  concurrency lease (param = lease µs; the request id is the zset member)
-  B  budget reservation (param = reservation TTL µs, amount = worst case; 2 keys)
+  B  budget reservation (param = reservation TTL µs; 2 keys)
 Times come from Redis TIME, so gateways with skewed clocks share one timeline.
 """
 
@@ -11,10 +15,13 @@ _COMMON = r"""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local rid = ARGV[1]
-local checks, ki, ai = {}, 1, 3
+local amount_of = {['1'] = 1, t = tonumber(ARGV[3]), c = tonumber(ARGV[4])}
+local actual_tokens, actual_cost = tonumber(ARGV[5]), tonumber(ARGV[6])
+local checks, ki, ai = {}, 1, 7
 for i = 1, tonumber(ARGV[2]) do
   local c = {kind = ARGV[ai], limit = tonumber(ARGV[ai + 1]), param = tonumber(ARGV[ai + 2]),
-             amount = tonumber(ARGV[ai + 3]), ttl = tonumber(ARGV[ai + 4]), key = KEYS[ki]}
+             slot = ARGV[ai + 3], amount = amount_of[ARGV[ai + 3]], ttl = tonumber(ARGV[ai + 4]),
+             key = KEYS[ki]}
   ai, ki = ai + 5, ki + 1
   if c.kind == 'B' or c.kind == 'b' then c.rkey = KEYS[ki]; ki = ki + 1 end
   checks[i] = c
@@ -102,11 +109,13 @@ return out
 """
 
 SETTLE = _COMMON + r"""
--- amount: R = actual minus admitted tokens; C = unused; B = actual spend.
+-- Tokens per minute are charged the difference between the actual and the admitted tokens
+-- (credited back when negative); budgets record the actual spend; leases are released.
 -- Kinds in lower case renew a lease / reservation instead (for long streams).
 for _, c in ipairs(checks) do
-  if c.kind == 'R' and c.amount ~= 0 then
-    local new = tat_of(c) + c.amount * interval(c)
+  local credit = (c.kind == 'R' and c.slot == 't') and actual_tokens - math.min(c.amount, c.limit) or 0
+  if credit ~= 0 then
+    local new = tat_of(c) + credit * interval(c)
     if new > now then
       redis.call('SET', c.key, int(new), 'PX', math.ceil((new - now) / 1000) + 1000)
     else
@@ -121,7 +130,7 @@ for _, c in ipairs(checks) do
       redis.call('HDEL', c.key, 'r:' .. rid)
       redis.call('ZREM', c.rkey, rid)
     end
-    redis.call('HINCRBY', c.key, 'used', c.amount)
+    redis.call('HINCRBY', c.key, 'used', c.slot == 'c' and actual_cost or actual_tokens)
     redis.call('EXPIRE', c.key, c.ttl)
   elseif c.kind == 'c' then
     redis.call('ZADD', c.key, 'XX', int(now + c.param), rid)
