@@ -54,12 +54,12 @@ class Balancer:
     def acquire(self, upstream: Upstream) -> None:
         count = self.outstanding.get(upstream.instance_id, 0) + 1
         self.outstanding[upstream.instance_id] = count
-        self._metrics.outstanding.labels(str(upstream.instance_id)).set(count)
+        self._metrics.outstanding_for(upstream.instance_id).set(count)
 
     def release(self, upstream: Upstream) -> None:
         count = max(0, self.outstanding.get(upstream.instance_id, 0) - 1)
         self.outstanding[upstream.instance_id] = count
-        self._metrics.outstanding.labels(str(upstream.instance_id)).set(count)
+        self._metrics.outstanding_for(upstream.instance_id).set(count)
 
     def succeeded(self, upstream: Upstream) -> None:
         self._failures.pop(upstream.instance_id, None)
@@ -85,10 +85,7 @@ class Balancer:
                 del table[instance_id]
         for instance_id in [i for i, n in self.outstanding.items() if n == 0 and i not in live_ids]:
             del self.outstanding[instance_id]
-            try:
-                self._metrics.outstanding.remove(str(instance_id))
-            except KeyError:
-                pass
+            self._metrics.forget_outstanding(instance_id)
 
     async def probe_ejected(self, session, timeout: float) -> None:
         """Readmit every ejected engine whose /health answers 200."""

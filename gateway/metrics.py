@@ -1,8 +1,11 @@
 """Prometheus series for the gateway, in a registry of its own (one per app, no globals)."""
 from __future__ import annotations
 
+import time
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+MAX_CACHED_SERIES = 10_000  # cached children per label set; cleared (not the series) past this
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -45,6 +48,7 @@ class GatewayMetrics:
                              registry=registry)
         self.affinity_home = Counter("switchyard_gateway_prefix_affinity_home",
                                      "Prefix-affinity requests placed on their key's home engine.", registry=registry)
+        self._children: dict[tuple, object] = {}  # (metric, label values) -> child, see `child`
         self.affinity_spill = Counter("switchyard_gateway_prefix_affinity_spill",
                                       "Prefix-affinity requests spilled past their key's home engine.",
                                       registry=registry)
@@ -54,14 +58,37 @@ class GatewayMetrics:
         tenant = str(record.tenant_id or "")
         # Only names found in the snapshot become labels: clients cannot mint new series.
         model = record.model_name if record.model_known else ""
-        self.requests.labels(str(record.status_code), model, tenant, record.endpoint).inc()
-        self.latency.labels(model, record.endpoint).observe(_seconds_since(record.started))
+        self.child(self.requests, str(record.status_code), model, tenant, record.endpoint).inc()
+        self.child(self.latency, model, record.endpoint).observe(_seconds_since(record.started))
         if record.ttft_ms is not None:
-            self.ttft.labels(model).observe(record.ttft_ms / 1000)
+            self.child(self.ttft, model).observe(record.ttft_ms / 1000)
         for kind, count in (("prompt", record.prompt_tokens), ("completion", record.completion_tokens),
                             ("cached", record.cached_tokens)):
             if count:
-                self.tokens.labels(model, tenant, kind).inc(count)
+                self.child(self.tokens, model, tenant, kind).inc(count)
+
+    def child(self, metric, *labels: str):
+        """`metric.labels(*labels)`, looked up once: `.labels()` validates and locks on every call,
+        microseconds each, several times per request."""
+        key = (metric, labels)
+        found = self._children.get(key)
+        if found is None:
+            if len(self._children) >= MAX_CACHED_SERIES:
+                self._children.clear()  # forgets the cache only; the series stay
+            found = self._children[key] = metric.labels(*labels)
+        return found
+
+    def outstanding_for(self, instance_id: int):
+        """The outstanding-requests gauge of one engine."""
+        return self.child(self.outstanding, str(instance_id))
+
+    def forget_outstanding(self, instance_id: int) -> None:
+        """Drop an engine's gauge (it left the snapshot)."""
+        self._children.pop((self.outstanding, (str(instance_id),)), None)
+        try:
+            self.outstanding.remove(str(instance_id))
+        except KeyError:
+            pass
 
     def observe_placement(self, home: bool) -> None:
         """The prefix-affinity policy's report: home engine or spilled."""
@@ -72,6 +99,4 @@ class GatewayMetrics:
 
 
 def _seconds_since(started: float) -> float:
-    import time
-
     return max(0.0, time.monotonic() - started)

@@ -209,7 +209,7 @@ def redact_text(text: str, counts: Counter | None = None) -> str:
     lowered = text.lower()
     for pattern in PATTERNS:
         haystack = lowered if pattern.folded else text
-        if not any(anchor in haystack for anchor in pattern.anchors):
+        if not any(map(haystack.__contains__, pattern.anchors)):  # map: no generator frame per anchor
             continue  # the prefilter: most prompts stop here for every pattern
         if pattern.kind == SecretKind.GENERIC_SECRET:
             matches = _keyword_matches(text, lowered)

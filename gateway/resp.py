@@ -77,8 +77,15 @@ def parse_reply(buf: bytearray, pos: int):
             return None, pos
         items = []
         for _ in range(size):
-            item, pos = parse_reply(buf, pos)
-            items.append(item)
+            if buf[pos:pos + 1] == b":":  # integers inline: the limiter's answers are arrays of them
+                end = buf.find(CRLF, pos)
+                if end < 0:
+                    raise _Incomplete
+                items.append(int(buf[pos + 1:end]))
+                pos = end + 2
+            else:
+                item, pos = parse_reply(buf, pos)
+                items.append(item)
         return items, pos
     if kind == 43:  # + simple string
         return bytes(line), pos
