@@ -23,8 +23,11 @@ def main(argv=None) -> None:
     django.setup()
     from gateway.app import build_app
 
+    # No proxy-headers middleware (nothing reads the client address; it is a wrapper per request)
+    # and no Server header; the backlog absorbs bursts of new connections.
     uvicorn.run(build_app(), host=args.host, port=args.port, log_level=args.log_level, access_log=False,
-                lifespan="on", loop="uvloop", http="httptools")
+                lifespan="on", loop="uvloop", http="httptools", proxy_headers=False, server_header=False,
+                backlog=4096)
 
 
 if __name__ == "__main__":
