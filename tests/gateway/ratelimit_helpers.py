@@ -4,7 +4,7 @@ import os
 import socket
 import uuid
 
-from gateway.ratelimit import Admission, LimiterConfig, RateLimiter, make_client
+from gateway.ratelimit import Admission, LimiterConfig, Limits, RateLimiter, Subject, SubjectKind, make_client
 
 DEFAULT_URL = "redis://127.0.0.1:6379/14"
 
@@ -18,6 +18,11 @@ def redis_url() -> str | None:
     except OSError:
         return None
     return DEFAULT_URL
+
+
+def tenant(**limits):
+    """One tenant subject ("t1") with the given limits."""
+    return [Subject(SubjectKind.TENANT, "t1", Limits(**limits))]
 
 
 def admission(subjects, tenant="t1", prompt=100, max_tokens=200, cost=0):

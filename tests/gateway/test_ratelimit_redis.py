@@ -10,28 +10,10 @@ from gateway.ratelimit import (
     ADMIT, FailurePolicy, LimiterConfig, LimitKind, Limits, Outcome, RateLimiter, Subject,
     SubjectKind, make_client,
 )
-from tests.gateway.ratelimit_helpers import admission, admit_many, admit_many_in_process, redis_url
+from tests.gateway.ratelimit_helpers import admission, tenant, admit_many, admit_many_in_process, redis_url
 
 URL = redis_url()
 pytestmark = pytest.mark.skipif(URL is None, reason="needs Redis: set REDIS_URL or run one on 127.0.0.1:6379")
-
-
-def tenant(**limits):
-    return [Subject(SubjectKind.TENANT, "t1", Limits(**limits))]
-
-
-@pytest.fixture
-def prefix():
-    name = f"sy:test:{uuid.uuid4().hex[:12]}"
-    yield name
-
-    async def cleanup():
-        client = make_client(URL)
-        keys = [k async for k in client.scan_iter(match=f"{name}:*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
-    asyncio.run(cleanup())
 
 
 def run(scenario, prefix, **config):

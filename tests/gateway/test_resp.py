@@ -11,30 +11,10 @@ from redis.exceptions import NoScriptError, ResponseError
 from gateway.ratelimit import (SETTLE, FailurePolicy, LimiterConfig, Limits, Outcome, RateLimiter, Subject,
                                SubjectKind, make_client)
 from gateway.resp import PipelinedRedis, encode_command, parse_reply
-from tests.gateway.ratelimit_helpers import admission, redis_url
+from tests.gateway.ratelimit_helpers import admission, tenant, redis_url
 
 URL = redis_url()
 needs_redis = pytest.mark.skipif(URL is None, reason="needs Redis: set REDIS_URL or run one on 127.0.0.1:6379")
-
-
-def tenant(**limits):
-    return [Subject(SubjectKind.TENANT, "t1", Limits(**limits))]
-
-
-@pytest.fixture
-def prefix():
-    name = f"sy:test:{uuid.uuid4().hex[:12]}"
-    yield name
-    if URL is None:
-        return
-
-    async def cleanup():
-        client = make_client(URL)
-        keys = [k async for k in client.scan_iter(match=f"{name}:*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
-    asyncio.run(cleanup())
 
 
 def run(scenario, prefix, **config):
