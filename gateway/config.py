@@ -29,6 +29,7 @@ class GatewayConfig:
     queue_max_wait: float = 30.0
     fallback_first_byte_ms: int = 500  # budget before a request moves to the deployment's fallback model
     dedup_ttl_seconds: float = 60.0  # 0 turns the de-duplication cache off
+    prompt_sample_chars: int = 500  # redacted prompt start kept for the slow-requests page; 0 keeps none
     limits_prefix: str = "sy:rl"  # Redis key prefix of the limits (tests use their own)
     dedup_prefix: str = "sy:dedup"  # Redis key prefix of the de-duplication cache (tests use their own)
 

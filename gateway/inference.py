@@ -19,7 +19,7 @@ from gateway.http import ClientGone, JSON_HEADERS, header, read_body, request_id
 from gateway.limits import budget_name, over_budget
 from gateway.metering import RequestRecord
 from gateway.payload import (BATCH_PRIORITY, DEFAULT_COMPLETION_RESERVE, estimate_prompt_tokens, max_tokens,
-                             parse_payload, upstream_body, wants_usage)
+                             parse_payload, prompt_sample, upstream_body, wants_usage)
 from gateway.proxy import (FALLBACK_BUDGET, ClientStream, UpstreamFailure, first_chunk, open_upstream, relay_json,
                            relay_stream, usage_of)
 from gateway.redaction import redact_body
@@ -122,6 +122,7 @@ class InferenceHandler:
             kinds = ", ".join(sorted(result.counts))
             raise errors.bad_request("secret_detected", f"The request contains secrets ({kinds}); it was not sent.")
         call.payload = result.body
+        record.redacted_prompt = prompt_sample(result.body, call.kind, self.state.config.prompt_sample_chars)
 
     async def _answer(self, call: Call, client: ClientStream, record: RequestRecord, estimate: int,
                       token_cap: int | None) -> None:

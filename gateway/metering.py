@@ -42,6 +42,7 @@ class RequestRecord:
     status_code: int = 0
     outcome: str = ""
     model_known: bool = False  # the name is in the snapshot (safe as a metrics label)
+    redacted_prompt: str = ""  # the prompt's start after redaction (slow-requests page)
 
     def mark_first_byte(self) -> None:
         """Record time to first token (first body bytes from the engine), once."""
@@ -75,6 +76,7 @@ class RequestRecord:
             "latency_ms": (time.monotonic() - self.started) * 1000, "redactions": self.redactions,
             # cache_hit: the gateway's de-duplication cache answered (prefix-cache reuse is in cached_tokens).
             "cache_hit": self.cache_hit, "fallback_used": self.fallback_used, "streamed": self.streamed,
+            "redacted_prompt": self.redacted_prompt,
         }
 
 

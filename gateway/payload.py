@@ -95,3 +95,24 @@ def wants_usage(payload: dict) -> bool:
     """Did the client itself ask for the final usage chunk of a stream?"""
     options = payload.get("stream_options")
     return isinstance(options, dict) and bool(options.get("include_usage"))
+
+
+def prompt_sample(body: dict, kind: str, chars: int) -> str:
+    """The start of the (already redacted) prompt, for the slow-requests page; "" when chars is 0."""
+    if chars <= 0:
+        return ""
+    if kind == "chat":
+        text = "\n".join(f"{m.get('role', '')}: {_text_of(m.get('content'))}"
+                         for m in body.get("messages", ()) if isinstance(m, dict))
+    else:
+        prompt = body.get("prompt", "")
+        text = prompt if isinstance(prompt, str) else "\n".join(p for p in prompt if isinstance(p, str))
+    return text[:chars]
+
+
+def _text_of(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: keep the text ones
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""

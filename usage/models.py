@@ -39,6 +39,11 @@ class UsageEvent(models.Model):
     cache_hit = models.BooleanField(default=False)
     fallback_used = models.BooleanField(default=False)
     streamed = models.BooleanField(default=False)
+    # db_default too: the usage seeder and the gateway's executemany insert name columns explicitly.
+    redacted_prompt = models.TextField(
+        blank=True, default="", db_default="",
+        help_text="The prompt's start after secret redaction, for the slow-requests page; cleared after "
+                  "SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS.")
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "occurred_at"])]

@@ -1,8 +1,8 @@
 """Slow requests: those whose time to first token is above the range's p95, slowest first.
 
-Prompts are not stored by the gateway today (UsageEvent keeps counts, not text), so the page
-shows each request's metadata; a redacted, truncated prompt column appears once the gateway
-records one (see docs/console.md).
+The gateway keeps the start of every prompt after secret redaction
+(SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS) for SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS; which requests
+are slow is only known afterwards (p95 of the chosen range), so every request keeps its sample.
 """
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
@@ -31,6 +31,6 @@ def slow_requests(request):
 
 
 def _row(event) -> dict:
-    prompt = getattr(event, "redacted_prompt", None)  # not recorded yet; see the module docstring
+    prompt = event.redacted_prompt or None
     return {"event": event, "prompt": prompt[:PROMPT_CHARS] + ("…" if len(prompt) > PROMPT_CHARS else "")
             if prompt else None}

@@ -22,7 +22,8 @@ def traffic(world, count=20, tenant=None):
         "api_key_prefix": "sy_test", "model_name": "console-coder", "model_version_id": world.version.pk,
         "instance_id": instance.pk, "endpoint": "completions", "status_code": 200 if i % 10 else 502,
         "outcome": "ok" if i % 10 else "upstream_error", "prompt_tokens": 100, "completion_tokens": 20,
-        "ttft_ms": 50.0 + i * 10, "latency_ms": 400.0} for i in range(count)])
+        "ttft_ms": 50.0 + i * 10, "latency_ms": 400.0, "redacted_prompt": f"def handler_{i}(): [REDACTED:github_token]"}
+        for i in range(count)])
     refresh_rollups(timezone.now())
 
 
@@ -52,6 +53,8 @@ def test_slow_requests_are_those_above_p95_slowest_first(world, login):
     traffic(world)
     response = login("alice").get(reverse("console:slow") + "?range=1h")
     assert [row["event"].ttft_ms for row in response.context["rows"]] == [240.0]
+    assert response.context["rows"][0]["prompt"] == "def handler_19(): [REDACTED:github_token]"
+    assert "def handler_19(): [REDACTED:github_token]" in response.content.decode()
     assert login("bob").get(reverse("console:slow") + "?range=1h").context["rows"] == []
 
 

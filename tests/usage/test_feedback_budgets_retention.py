@@ -90,7 +90,7 @@ def test_retention_prunes_old_events_in_batches_and_keeps_rollups(tenant_a, sett
     record_usage_batch([event(tenant_a, at(minutes=m % 60, seconds=m)) for m in range(250)]
                        + [event(tenant_a, now - timedelta(days=1))])
     roll_up_hours(BASE, BASE + timedelta(hours=2), now=now)
-    assert prune_expired(now) == {"events": 250, "feedback": 0}
+    assert prune_expired(now) == {"events": 250, "feedback": 0, "prompts": 0}
     assert UsageEvent.objects.count() == 1
     assert sum(UsageRollup.objects.values_list("requests", flat=True)) == 250
     refresh_rollups(now)  # never recomputes hours past retention
@@ -101,3 +101,13 @@ def test_retention_prunes_old_events_in_batches_and_keeps_rollups(tenant_a, sett
 def test_cached_tokens_never_exceed_the_prompt(tenant_a):
     record_usage_batch([event(tenant_a, at(), prompt_tokens=10, cached_tokens=50)])
     assert UsageEvent.objects.get().cached_tokens == 10
+
+
+def test_prompt_samples_are_forgotten_after_their_retention_but_the_counts_stay(tenant_a, settings):
+    settings.SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS = 24
+    now = BASE + timedelta(days=2)
+    old, fresh = event(tenant_a, now - timedelta(hours=25)), event(tenant_a, now - timedelta(hours=1))
+    record_usage_batch([{**old, "redacted_prompt": "def old():"}, {**fresh, "redacted_prompt": "def fresh():"}])
+    assert prune_expired(now)["prompts"] == 1
+    assert sorted(UsageEvent.objects.values_list("redacted_prompt", flat=True)) == ["", "def fresh():"]
+    assert UsageEvent.objects.count() == 2

@@ -1,0 +1,17 @@
+"""The prompt sample kept for the slow-requests page: the start of the prompt, in either shape."""
+from gateway.payload import prompt_sample
+
+
+def test_completions_keep_the_start_of_the_prompt():
+    assert prompt_sample({"prompt": "def fib(n):\n    return n"}, "completions", 11) == "def fib(n):"
+    assert prompt_sample({"prompt": ["a", "b", 3]}, "completions", 100) == "a\nb"
+
+
+def test_chat_keeps_roles_and_text_parts():
+    body = {"messages": [{"role": "system", "content": "You complete code."},
+                         {"role": "user", "content": [{"type": "text", "text": "fix"}, {"type": "image_url"}]}]}
+    assert prompt_sample(body, "chat", 100) == "system: You complete code.\nuser: fix "
+
+
+def test_zero_characters_keeps_nothing():
+    assert prompt_sample({"prompt": "secret-free text"}, "completions", 0) == ""
