@@ -6,8 +6,9 @@ actions on a page they can see but may not take answer 403.
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from fleet.permissions import can_manage_deployments
 from tenants.access import Principal, effective_role, has_perm, visible_tenants
-from tenants.roles import ROLE_RANK, Perm, Role, outranks_or_equals
+from tenants.roles import Perm, Role, outranks_or_equals
 
 # Operational pages (overview, tenants, keys, fleet, models, usage) list tenants whose members the
 # user may read: every role but auditor, whose console is the audit trail alone.
@@ -76,8 +77,5 @@ def require_rank(request, tenant, role: str) -> None:
 
 
 def can_manage_fleet(principal: Principal, tenant) -> bool:
-    """Platform admins manage every deployment; a tenant's owners and admins its dedicated ones."""
-    if principal.is_platform_admin:
-        return True
-    role = effective_role(principal, tenant) if tenant is not None else None
-    return role is not None and ROLE_RANK[Role(role)] >= ROLE_RANK[Role.ADMIN]
+    """The fleet API's rule, so the console never offers what the API would refuse."""
+    return can_manage_deployments(principal, tenant)

@@ -16,9 +16,9 @@ from controlplane.api.viewsets import PrincipalMixin
 from fleet import services
 from fleet.api import serializers as s
 from fleet.models import Deployment
+from fleet.permissions import can_manage_deployments
 from fleet.states import InvalidTransition
-from tenants.access import effective_role, visible_tenants
-from tenants.roles import ROLE_RANK, Role
+from tenants.access import visible_tenants
 
 INSTANCE_ACTION = r"instances/(?P<instance_id>[0-9]+)"
 
@@ -83,13 +83,11 @@ class DeploymentViewSet(PrincipalMixin, mixins.ListModelMixin, mixins.RetrieveMo
 
     def _require_manage(self, tenant) -> None:
         """Platform admins manage everything; a tenant's owners and admins manage its dedicated deployments."""
-        if self.principal.is_platform_admin:
+        if can_manage_deployments(self.principal, tenant):
             return
         if tenant is None:
             raise PermissionDenied("Only platform admins manage shared pools.")
-        role = effective_role(self.principal, tenant)
-        if role is None or ROLE_RANK[Role(role)] < ROLE_RANK[Role.ADMIN]:
-            raise PermissionDenied("Managing deployments needs the owner or admin role in this tenant.")
+        raise PermissionDenied("Managing deployments needs the owner or admin role in this tenant.")
 
     def _tenant_for(self, slug):
         if slug is None:
