@@ -38,6 +38,15 @@ def update_quota_policy(policy: QuotaPolicy, *, actor: Actor, **limits) -> Quota
     return policy
 
 
+def set_tenant_budget(tenant, *, monthly_token_budget, monthly_budget_usd, actor: Actor) -> QuotaPolicy:
+    """Set the tenant-wide monthly budgets, creating the tenant's policy if it has none (both audited)."""
+    budgets = {"monthly_token_budget": monthly_token_budget, "monthly_budget_usd": monthly_budget_usd}
+    policy = QuotaPolicy.objects.filter(tenant=tenant, api_key__isnull=True, user__isnull=True).first()
+    if policy is None:
+        return create_quota_policy(tenant=tenant, actor=actor, **budgets)
+    return update_quota_policy(policy, actor=actor, **budgets)
+
+
 def delete_quota_policy(policy: QuotaPolicy, *, actor: Actor) -> None:
     """Remove a key- or user-level policy (the tenant-level one can be relaxed, not removed)."""
     if policy.subject == "tenant":
