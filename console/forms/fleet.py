@@ -2,7 +2,7 @@
 from django import forms
 
 from fleet.models import MAX_REPLICAS, RuntimeBackend
-from models_registry.models import ModelVersion, VersionStatus
+from models_registry.models import Model, ModelVersion, VersionStatus
 
 
 def _count(label: str, initial: int, minimum: int = 0) -> forms.IntegerField:
@@ -18,12 +18,18 @@ class DeployForm(forms.Form):
     max_replicas = _count("Maximum replicas", 1, 1)
     warm_pool_size = _count("Warm pool", 0)
     gpu_type = forms.CharField(label="GPU type", required=False, max_length=64, help_text="Empty or “cpu” for CPU.")
+    # A choice of registered models; fleet.validation still checks it (not the deployment's own model), as for the API.
+    fallback_model_name = forms.ChoiceField(
+        label="Fallback model", required=False,
+        help_text="Where the gateway sends requests while this deployment is saturated or slow to answer.")
 
     def __init__(self, *args, tenants=(), shared=False, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["tenant"].choices = ([("", "Shared pool")] if shared else []) + [(t.slug, t.slug) for t in tenants]
         self.fields["model_version"].queryset = ModelVersion.objects.select_related("model").filter(
             status=VersionStatus.PUBLISHED).order_by("model__name", "-created_at")
+        self.fields["fallback_model_name"].choices = [("", "None")] + [
+            (name, name) for name in Model.objects.order_by("name").values_list("name", flat=True)]
 
 
 class ScaleForm(forms.Form):
