@@ -16,6 +16,8 @@ OPERATIONS = Perm.VIEW_MEMBERS
 KEY_PERMS = (Perm.VIEW_KEYS, Perm.MANAGE_KEYS, Perm.MANAGE_OWN_KEYS)
 # Slow requests show (redacted) prompt text: the tenant's owners and admins only.
 SLOW_REQUESTS = Perm.MANAGE_MEMBERS
+# Budgets and key / user quotas: whoever may read quota policies (every role but auditor).
+QUOTAS = Perm.VIEW_QUOTAS
 
 
 def principal_of(request) -> Principal:
@@ -57,6 +59,10 @@ def sees_audit(principal: Principal) -> bool:
     return principal.is_platform_admin or bool(tenants_with(principal, Perm.VIEW_AUDIT))
 
 
+def sees_budgets(principal: Principal) -> bool:
+    return principal.is_platform_admin or bool(tenants_with(principal, QUOTAS))
+
+
 def sees_slow_requests(principal: Principal) -> bool:
     return principal.is_platform_admin or bool(tenants_with(principal, SLOW_REQUESTS))
 
@@ -65,6 +71,14 @@ def operations_or_404(request) -> Principal:
     """The principal, if they may open the operational pages at all (auditors may not)."""
     principal = principal_of(request)
     if not sees_operations(principal):
+        raise Http404("Not found.")
+    return principal
+
+
+def budgets_or_404(request) -> Principal:
+    """The principal, if some tenant's quota policies are theirs to read (auditors: 404)."""
+    principal = principal_of(request)
+    if not sees_budgets(principal):
         raise Http404("Not found.")
     return principal
 

@@ -2,7 +2,8 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
-from console.views import audit, auth, fleet, keys, members, overview, registry, slow, tenants, usage
+from console.views import (audit, auth, budgets, fleet, keys, members, overview, prices, quotas, registry, slow,
+                           tenants, usage)
 
 app_name = "console"
 
@@ -17,6 +18,9 @@ urlpatterns = [
     path("tenants/<slug:slug>/", tenants.tenant_detail, name="tenant"),
     re_path(r"^tenants/(?P<slug>[a-z0-9-]+)/(?P<action>suspend|activate)$", tenants.tenant_status, name="tenant-status"),
     path("tenants/<slug:slug>/quota", tenants.quota_update, name="quota-update"),
+    path("tenants/<slug:slug>/quotas/new", quotas.policy_create, name="quota-policy-create"),
+    path("tenants/<slug:slug>/quotas/<int:policy_id>/", quotas.policy_edit, name="quota-policy"),
+    path("tenants/<slug:slug>/quotas/<int:policy_id>/delete", quotas.policy_delete, name="quota-policy-delete"),
     path("tenants/<slug:slug>/members/add", members.member_add, name="member-add"),
     path("tenants/<slug:slug>/members/<int:member_id>/role", members.member_role, name="member-role"),
     path("tenants/<slug:slug>/members/<int:member_id>/remove", members.member_remove, name="member-remove"),
@@ -40,8 +44,12 @@ urlpatterns = [
     path("models/<int:model_id>/versions/new", registry.version_create, name="version-create"),
     re_path(r"^models/versions/(?P<version_id>[0-9]+)/(?P<action>publish|deprecate|retire)$",
             registry.version_action, name="version-action"),
-    # Usage, audit, slow requests
+    # Usage, budgets, prices, audit, slow requests
     path("usage/", usage.usage_page, name="usage"),
+    path("budgets/", budgets.budget_list, name="budgets"),
+    path("budgets/<slug:slug>/", budgets.budget_edit, name="budget-edit"),
+    path("prices/", prices.price_list, name="prices"),
+    path("prices/new", prices.price_create, name="price-create"),
     path("audit/", audit.audit_page, name="audit"),
     path("audit/export", audit.audit_export, name="audit-export"),
     path("audit/export/manifest", audit.audit_manifest, name="audit-manifest"),

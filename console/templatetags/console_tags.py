@@ -4,7 +4,8 @@ from decimal import Decimal
 from django import template
 from django.urls import reverse
 
-from console.access import KEY_PERMS, principal_of, sees_audit, sees_operations, sees_slow_requests, tenants_with
+from console.access import (KEY_PERMS, principal_of, sees_audit, sees_budgets, sees_operations, sees_slow_requests,
+                            tenants_with)
 
 register = template.Library()
 
@@ -18,6 +19,10 @@ def _sections(request) -> list[tuple[str, str]]:
         items.append(("API keys", "console:keys"))
     if ops:
         items += [("Fleet", "console:fleet"), ("Models", "console:models"), ("Usage & cost", "console:usage")]
+    if sees_budgets(principal):
+        items.append(("Budgets", "console:budgets"))
+    if ops:
+        items.append(("GPU prices", "console:prices"))
     if sees_audit(principal):
         items.append(("Audit", "console:audit"))
     if sees_slow_requests(principal):

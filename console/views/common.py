@@ -37,3 +37,22 @@ def form_errors(request, form) -> None:
     for field, errors in form.errors.items():
         label = form.fields[field].label if field in form.fields else ""
         messages.error(request, f"{label + ': ' if label else ''}{' '.join(errors)}")
+
+
+def run_form_service(request, form, call, success: str):
+    """Call a service for a bound, valid form; its validation errors land next to the form's fields.
+
+    The page is then rendered again with the errors (the service validates, whoever calls it),
+    so a duplicate or out-of-range value is a form error, never a 500.
+    """
+    try:
+        result = call()
+    except ValidationError as exc:
+        for field, errors in (exc.message_dict if hasattr(exc, "message_dict") else {None: exc.messages}).items():
+            form.add_error(field if field in form.fields else None, errors)
+        return None
+    except IntegrityError:  # a concurrent write got there first; the constraint held
+        form.add_error(None, "That conflicts with a record saved a moment ago; reload and try again.")
+        return None
+    messages.success(request, success)
+    return result

@@ -14,6 +14,7 @@ from console.access import (OPERATIONS, operations_or_404, principal_of, require
 from console.forms.tenants import MemberAddForm, QuotaForm, TenantCreateForm
 from console.timerange import TimeRange
 from console.views.common import form_errors, run_service
+from console.views.quotas import policy_rows
 from quotas.models import QuotaPolicy
 from tenants import services
 from tenants.access import has_perm
@@ -69,6 +70,7 @@ def tenant_detail(request, slug):
         "members": tenant.memberships.select_related("user").order_by("user__username"),
         "member_form": MemberAddForm() if perms[Perm.MANAGE_MEMBERS] else None,
         "keys": _keys_for(request, tenant, perms), "quota": _quota(tenant, perms),
+        "subject_quotas": policy_rows(request, tenant) if perms[Perm.VIEW_QUOTAS] else None,
         "usage": _usage_summary(tenant), "is_platform_admin": principal.is_platform_admin,
         "status_action": _status_action(tenant)})
 

@@ -109,6 +109,23 @@ def test_sortable_tables_sort_with_the_keyboard(page_for, live_server):
     assert page.locator("th[aria-sort=descending]").count() == 1
 
 
+def test_budget_bars_are_named_and_a_duplicate_price_is_a_form_error(page_for, live_server, world):
+    budgets_prices_and_quotas(world)
+    page = page_for("charlie")
+    page.goto(f"{live_server.url}{reverse('console:budgets')}")
+    bar = page.get_by_role("progressbar", name="Spend of tenant-b: 103.1 % of the monthly budget used")
+    assert bar.get_attribute("value") == "100.0"
+    expect(page.get_by_role("row", name=re.compile("tenant-b"))).to_contain_text("Over budget")
+    page.goto(f"{live_server.url}{reverse('console:prices')}")
+    for attempt in range(2):
+        page.get_by_label("GPU type").fill("B200")
+        page.get_by_label("Price per hour (USD)").fill("6.25")
+        page.get_by_label("Effective from (UTC)").fill("2030-01-01T00:00")
+        page.get_by_role("button", name="Add price").click()
+    expect(page.locator(".errorlist")).to_contain_text("already has a price from that moment")
+    assert page.get_by_label("GPU type").input_value() == "B200"  # what was typed is kept
+
+
 def test_instances_refresh_themselves(page_for, live_server, world):
     page = page_for("alice")
     page.goto(f"{live_server.url}{reverse('console:deployment', args=[world.dep_a.pk])}")
@@ -121,20 +138,52 @@ def test_instances_refresh_themselves(page_for, live_server, world):
     expect(page.locator('[data-field="kv_cache"]')).to_have_text("50.0 %")
 
 
-PAGES = [("overview", "console:home", ()), ("tenants", "console:tenants", ()), ("tenant", "console:tenant", ("tenant-a",)),
-         ("keys", "console:keys", ()), ("fleet", "console:fleet", ()), ("deployment", "console:deployment", None),
-         ("models", "console:models", ()), ("usage", "console:usage", ()), ("audit", "console:audit", ()),
-         ("audit-verify", "console:audit-verify", ()), ("slow", "console:slow", ())]
+# (screenshot name, route, URL args — or the key of an id that budgets_prices_and_quotas returns)
+PAGES = [("overview", "console:home", ()), ("tenants", "console:tenants", ()),
+         ("tenant", "console:tenant", ("tenant-a",)), ("keys", "console:keys", ()), ("fleet", "console:fleet", ()),
+         ("deployment", "console:deployment", "deployment"),
+         ("models", "console:models", ()), ("usage", "console:usage", ()), ("budgets", "console:budgets", ()),
+         ("budget-edit", "console:budget-edit", ("tenant-a",)), ("prices", "console:prices", ()),
+         ("quota-new", "console:quota-policy-create", ("tenant-a",)), ("quota-edit", "console:quota-policy", "policy"),
+         ("audit", "console:audit", ()), ("audit-verify", "console:audit-verify", ()), ("slow", "console:slow", ())]
+
+
+def budgets_prices_and_quotas(world) -> dict:
+    """What the budget, price and quota pages show: a tenant near and one over budget, prices, a key quota."""
+    from datetime import datetime, timezone as dt_timezone
+    from decimal import Decimal
+
+    from fleet.models import Deployment
+    from quotas.models import QuotaPolicy
+    from quotas.services import create_quota_policy
+    from tests.factories import SYSTEM
+    from usage.services import set_budget_state, set_gpu_price
+
+    QuotaPolicy.objects.filter(tenant=world.a, api_key=None).update(monthly_token_budget=2_000_000,
+                                                                     monthly_budget_usd=Decimal("500"))
+    QuotaPolicy.objects.filter(tenant=world.b, api_key=None).update(monthly_budget_usd=Decimal("40"))
+    set_budget_state(world.a, over_budget=False, reason="", tokens=1_700_000, cost_usd=Decimal("212.40"), actor=SYSTEM)
+    set_budget_state(world.b, over_budget=True, reason="monthly budget of $40.00 used up", tokens=310_000,
+                     cost_usd=Decimal("41.25"), actor=SYSTEM)
+    for gpu_type, unit, price, year in (("H100", "gpu", "4.50", 2025), ("H100", "gpu", "4.00", 2026),
+                                        ("L4", "gpu", "0.80", 2025), ("cpu", "cpu_core", "0.04", 2025)):
+        set_gpu_price(gpu_type, Decimal(price), unit=unit, effective_from=datetime(year, 1, 1, tzinfo=dt_timezone.utc),
+                      note="list price", actor=SYSTEM)
+    Deployment.objects.filter(pk=world.dep_a.pk).update(gpu_type="H100", tensor_parallel_size=2)
+    policy = create_quota_policy(tenant=world.a, api_key=world.keys["erin"], requests_per_minute=30,
+                                 max_concurrent_requests=2, actor=SYSTEM)
+    return {"deployment": [world.dep_a.pk], "policy": ["tenant-a", policy.pk]}
 
 
 def test_every_page_has_no_serious_accessibility_violations(browser, page_for, live_server, world):
     from tests.console.test_usage_pages import traffic
 
     traffic(world, 30)
+    ids = budgets_prices_and_quotas(world)
     page = page_for("charlie", bypass_csp=True)
     found = {}
     for name, route, args in PAGES:
-        page.goto(f"{live_server.url}{reverse(route, args=args if args is not None else [world.dep_a.pk])}")
+        page.goto(f"{live_server.url}{reverse(route, args=ids[args] if isinstance(args, str) else args)}")
         found[name] = serious_violations(page)
         screenshot(page, name)
     page.goto(f"{live_server.url}{reverse('console:keys')}")
