@@ -1,4 +1,6 @@
-"""A minimal forwarding proxy whose only variable is the upstream HTTP client (aiohttp or httpx).
+"""A minimal forwarding proxy whose only variable is the upstream HTTP client.
+
+Clients: `aiohttp`, `httpx`, or `lean` (the gateway's own, gateway/upstream.py).
 
     python -m bench._mini_proxy --port 9000 --upstream http://127.0.0.1:8001 --client httpx
 
@@ -51,6 +53,18 @@ async def _lifespan(receive, send, state: dict, client_name: str) -> None:
 
 
 def _client(name: str):
+    if name == "lean":
+        from gateway.upstream import UpstreamClient
+
+        lean = UpstreamClient(connect_timeout=5)
+
+        async def post(url, payload):
+            response = await lean.post(url, json.dumps(payload).encode(), ((b"content-type", b"application/json"),))
+            try:
+                return response.status, await response.read()
+            finally:
+                response.close()
+        return post, lean.close
     if name == "aiohttp":
         import aiohttp
 
@@ -76,7 +90,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench._mini_proxy")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True)
-    parser.add_argument("--client", choices=("aiohttp", "httpx"), required=True)
+    parser.add_argument("--client", choices=("aiohttp", "httpx", "lean"), required=True)
     args = parser.parse_args(argv)
     uvicorn.run(build_app(args.upstream.rstrip("/"), args.client), host="127.0.0.1", port=args.port,
                 log_level="warning", access_log=False, lifespan="on", loop="uvloop", http="httptools")

@@ -8,7 +8,8 @@ checked and settled, none refused), redaction at the tenant default (`redact`), 
 The engine is the simulator with no modeled time, so what remains is HTTP and the gateway.
 Non-streaming `/v1/completions`, a small prompt, max_tokens 16, at concurrency 1 and 32.
 
-BENCH_CLIENTS=0 skips the extra rows that compare the upstream HTTP client (aiohttp vs httpx)
+BENCH_CLIENTS=0 skips the extra rows that compare the upstream HTTP client (the gateway's lean
+client, gateway/upstream.py, vs aiohttp vs httpx)
 in a minimal proxy. Everything started is stopped on exit, also on Ctrl-C or failure.
 """
 from __future__ import annotations
@@ -50,7 +51,8 @@ def _measure(fleet: Fleet, procs: Processes, seconds: float) -> list[tuple[str, 
     auth = f"Bearer {fleet.key}"
     targets = [("direct", engine, ""), ("gateway", fleet.gateway_url, auth)]
     if os.environ.get("BENCH_CLIENTS", "1") != "0":
-        targets += [(f"minimal proxy + {name}", _mini_proxy(procs, engine, name), "") for name in ("aiohttp", "httpx")]
+        targets += [(f"minimal proxy + {name}", _mini_proxy(procs, engine, name), "")
+                    for name in ("lean", "aiohttp", "httpx")]
     for _, url, authorization in targets:  # warm-up: connections, key cache, JIT-free but cache-warm paths
         _cell(url, body, 32, min(2.0, seconds), authorization)
     return [(f"{label} c={c}", _cell(url, body, c, seconds, authorization))

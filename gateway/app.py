@@ -1,6 +1,6 @@
 """The gateway: a plain ASGI callable (no Django request handling) with its own lifespan.
 
-Start-up opens one shared aiohttp session to the engines, one Redis client, loads the first
+Start-up opens one shared upstream client to the engines (gateway.upstream), one Redis client, loads the first
 snapshot and starts three background tasks: the snapshot refresher, the usage writer and
 (inside the refresher) the probe that readmits ejected engines.
 """
@@ -12,7 +12,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-import aiohttp
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway import errors
@@ -34,6 +33,7 @@ from gateway.resp import PipelinedRedis
 from gateway.refresher import SnapshotRefresher, load_current
 from gateway.snapshot import Snapshot
 from gateway.snapshot_loader import load_key
+from gateway.upstream import UpstreamClient
 
 log = logging.getLogger("gateway")
 ROUTES = {
@@ -56,7 +56,7 @@ class GatewayState:
     balancer: Balancer
     limiter: Limiter
     recorder: UsageRecorder
-    session: aiohttp.ClientSession
+    upstream: UpstreamClient
     timeouts: Timeouts
     redis: object
     db: DatabaseThreads
@@ -155,10 +155,8 @@ class GatewayApp:
     def _build_state(self) -> GatewayState:
         config = self.config
         timeouts = Timeouts(config.connect_timeout, config.first_byte_timeout, config.idle_timeout)
-        # limit=0: no client-side connection cap; engines and the limits decide concurrency.
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout))
+        # No client-side connection cap: engines and the limits decide concurrency.
+        upstream = UpstreamClient(connect_timeout=config.connect_timeout)
         # The request path's Redis (limits, de-duplication): one pipelined connection (gateway.resp).
         redis = PipelinedRedis.from_url(config.redis_url)
         db = DatabaseThreads()
@@ -171,7 +169,7 @@ class GatewayApp:
             limiter=Limiter(redis, self.metrics, prefix=config.limits_prefix),
             recorder=UsageRecorder(self._usage_writer, run_in_thread=db.run, flush_seconds=config.usage_flush_seconds,
                                    batch_size=config.usage_batch),
-            session=session, timeouts=timeouts, redis=redis, db=db,
+            upstream=upstream, timeouts=timeouts, redis=redis, db=db,
             queues=PoolQueues(config, self.metrics, balancer),
             dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=config.dedup_prefix))
 
@@ -183,7 +181,7 @@ class GatewayApp:
         if self.state is None:
             return
         await self.state.recorder.flush()
-        await self.state.session.close()
+        await self.state.upstream.close()
         await self.state.redis.aclose()
         await self.state.db.close()
 

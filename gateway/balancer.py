@@ -87,20 +87,24 @@ class Balancer:
             del self.outstanding[instance_id]
             self._metrics.forget_outstanding(instance_id)
 
-    async def probe_ejected(self, session, timeout: float) -> None:
+    async def probe_ejected(self, client, timeout: float) -> None:
         """Readmit every ejected engine whose /health answers 200."""
         for upstream in list(self.ejected.values()):
-            if await _healthy(session, upstream.url, timeout):
+            if await _healthy(client, upstream.url, timeout):
                 log.info("readmitting instance %s: /health answered", upstream.instance_id)
                 self.readmit(upstream.instance_id)
 
 
-async def _healthy(session, url: str, timeout: float) -> bool:
-    import aiohttp
+async def _healthy(client, url: str, timeout: float) -> bool:
+    from gateway.upstream import UpstreamError
 
     try:
         async with asyncio.timeout(timeout):
-            async with session.get(url + "/health") as response:
-                return response.status == 200
-    except (aiohttp.ClientError, OSError, TimeoutError):
+            response = await client.get(url + "/health")
+            try:
+                await response.read()
+            finally:
+                response.close()
+            return response.status == 200
+    except (UpstreamError, OSError, TimeoutError):
         return False

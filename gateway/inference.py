@@ -237,7 +237,7 @@ class InferenceHandler:
         state.balancer.acquire(upstream)
         try:
             body, sent = self._encode(call, upstream), time.monotonic()
-            response = await open_upstream(state.session, upstream, call.kind, body, record.request_id,
+            response = await open_upstream(state.upstream, upstream, call.kind, body, record.request_id,
                                            state.timeouts, budget)
             first = None
             if budget and call.payload.get("stream") and response.status == 200:

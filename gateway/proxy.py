@@ -10,12 +10,11 @@ import json
 import logging
 from dataclasses import dataclass
 
-import aiohttp
-
 from gateway import errors
 from gateway.http import SSE_HEADERS
 from gateway.snapshot import Upstream
 from gateway.sse import SseRelay
+from gateway.upstream import ConnectTimeout, UpstreamClient, UpstreamError, UpstreamResponse
 
 log = logging.getLogger("gateway.proxy")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -40,8 +39,8 @@ class UpstreamFailure(Exception):
         self.error = error
 
 
-async def open_upstream(session: aiohttp.ClientSession, upstream: Upstream, kind: str, payload: bytes,
-                        rid: str, timeouts: Timeouts, budget: float | None = None) -> aiohttp.ClientResponse:
+async def open_upstream(client: UpstreamClient, upstream: Upstream, kind: str, payload: bytes,
+                        rid: str, timeouts: Timeouts, budget: float | None = None) -> UpstreamResponse:
     """POST to the engine and wait for its response headers; 5xx and connect errors raise.
 
     With a `budget` (seconds; a fallback model is available) a slower engine raises a
@@ -49,15 +48,15 @@ async def open_upstream(session: aiohttp.ClientSession, upstream: Upstream, kind
     """
     try:
         async with asyncio.timeout(min(budget, timeouts.first_byte) if budget else timeouts.first_byte):
-            response = await session.post(upstream.url + PATHS[kind], data=payload,
-                                          headers={"content-type": "application/json", "x-request-id": rid})
-    except aiohttp.ConnectionTimeoutError:
+            response = await client.post(upstream.url + PATHS[kind], payload,
+                                         ((b"content-type", b"application/json"), (b"x-request-id", rid.encode())))
+    except ConnectTimeout:
         raise UpstreamFailure("connect", True, errors.upstream_failed()) from None
     except TimeoutError:
         if budget:
             raise UpstreamFailure(FALLBACK_BUDGET, False, errors.upstream_timeout()) from None
         raise UpstreamFailure("first_byte_timeout", False, errors.upstream_timeout()) from None
-    except aiohttp.ClientError:  # refused, reset, closed before the headers
+    except UpstreamError:  # refused, reset, closed before the headers
         raise UpstreamFailure("connect", True, errors.upstream_failed()) from None
     if response.status >= 500:
         response.release()
@@ -65,11 +64,11 @@ async def open_upstream(session: aiohttp.ClientSession, upstream: Upstream, kind
     return response
 
 
-async def first_chunk(response: aiohttp.ClientResponse, budget: float) -> bytes:
+async def first_chunk(response: UpstreamResponse, budget: float) -> bytes:
     """A stream's first body bytes within the budget (engines send stream headers at once)."""
     try:
         async with asyncio.timeout(budget):
-            return await response.content.readany()
+            return await response.readany()
     except TimeoutError:
         response.close()  # aborts the generation on the engine
         raise UpstreamFailure(FALLBACK_BUDGET, False, errors.upstream_timeout()) from None
@@ -107,15 +106,14 @@ class ClientStream:
         await self.body(body, False)
 
 
-async def relay_json(response: aiohttp.ClientResponse, client: ClientStream, record, idle: float) -> bytes:
+async def relay_json(response: UpstreamResponse, client: ClientStream, record, idle: float) -> bytes:
     """A non-streaming answer: read it whole, adopt its usage, send it on unchanged; returns it."""
     async with asyncio.timeout(idle):
         body = await response.read()
     record.mark_first_byte()
     if response.status == 200:
         record.take_usage(usage_of(body))
-    content_type = response.headers.get("content-type", "application/json").encode()
-    await client.whole(response.status, [(b"content-type", content_type)], body)
+    await client.whole(response.status, [(b"content-type", response.content_type or b"application/json")], body)
     return body
 
 
@@ -128,7 +126,7 @@ def usage_of(body: bytes) -> dict | None:
     return payload.get("usage") if isinstance(payload, dict) else None
 
 
-async def relay_stream(response: aiohttp.ClientResponse, client: ClientStream, record, relay: SseRelay,
+async def relay_stream(response: UpstreamResponse, client: ClientStream, record, relay: SseRelay,
                        idle: float, first: bytes | None = None) -> None:
     """SSE pass-through; ends the stream itself on an idle timeout, engine error or token cap.
 
@@ -143,7 +141,7 @@ async def relay_stream(response: aiohttp.ClientResponse, client: ClientStream, r
     except TimeoutError:
         await _end_with_error(client, relay, 504, "upstream_timeout", "The model server stopped sending.")
         raise UpstreamFailure("idle_timeout", False, errors.upstream_timeout()) from None
-    except aiohttp.ClientError:
+    except UpstreamError:
         await _end_with_error(client, relay, 502, "upstream_error", "The model server failed mid-stream.")
         raise UpstreamFailure("mid_stream", False, errors.upstream_failed()) from None
     finally:
@@ -160,12 +158,11 @@ async def relay_stream(response: aiohttp.ClientResponse, client: ClientStream, r
 
 
 async def _pump(response, client: ClientStream, record, relay: SseRelay, idle: float, first: bytes | None) -> None:
-    reader = response.content
     chunk = first
     while True:
         if chunk is None:
             async with asyncio.timeout(idle):
-                chunk = await reader.readany()
+                chunk = await response.readany()
         if not chunk:
             return
         record.mark_first_byte()

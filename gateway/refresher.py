@@ -66,4 +66,4 @@ class SnapshotRefresher:
         if not state.balancer.ejected or time.monotonic() - self._last_probe < PROBE_EVERY_SECONDS:
             return
         self._last_probe = time.monotonic()
-        await state.balancer.probe_ejected(state.session, state.timeouts.connect)
+        await state.balancer.probe_ejected(state.upstream, state.timeouts.connect)
