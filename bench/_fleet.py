@@ -91,12 +91,17 @@ class Fleet:
     def start_gateway(self, policy: str | None = None) -> None:
         """`python -m gateway` (or the policy-forcing launcher); waits until it serves the model."""
         self.stop_gateway()
+        self.gateway, self.gateway_url = self.extra_gateway(policy=policy)
+
+    def extra_gateway(self, *, policy: str | None = None, workers: int = 1) -> tuple[subprocess.Popen, str]:
+        """Another gateway on the same rows (stopped with the other processes); waits until it serves."""
         port = free_port()
         module = ["-m", "bench._gateway_proc", "--policy", policy] if policy else ["-m", "gateway"]
-        self.gateway = self.procs.python(*module, "--port", str(port), env=self.env())
-        self.gateway_url = f"http://127.0.0.1:{port}"
-        _wait(f"{self.gateway_url}/v1/models", self.gateway, headers={"authorization": f"Bearer {self.key}"},
+        proc = self.procs.python(*module, "--port", str(port), "--workers", str(workers), env=self.env())
+        url = f"http://127.0.0.1:{port}"
+        _wait(f"{url}/v1/models", proc, headers={"authorization": f"Bearer {self.key}"},
               accept=lambda status, body: status == 200 and self.model.encode() in body)
+        return proc, url
 
     def stop_gateway(self) -> None:
         if self.gateway is not None:

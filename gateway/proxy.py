@@ -108,8 +108,11 @@ class ClientStream:
 
 async def relay_json(response: UpstreamResponse, client: ClientStream, record, idle: float) -> bytes:
     """A non-streaming answer: read it whole, adopt its usage, send it on unchanged; returns it."""
-    async with asyncio.timeout(idle):
+    if response.complete:  # the usual case: small answers arrive with their headers
         body = await response.read()
+    else:
+        async with asyncio.timeout(idle):
+            body = await response.read()
     record.mark_first_byte()
     if response.status == 200:
         record.take_usage(usage_of(body))

@@ -85,6 +85,11 @@ class UpstreamResponse:
         self._conn.resume()
         return data
 
+    @property
+    def complete(self) -> bool:
+        """The whole body has arrived (reading it will not wait)."""
+        return self._complete and self._error is None
+
     def close(self) -> None:
         """Done with it: a complete response frees its connection for reuse, else it is closed."""
         if self._released:
