@@ -11,11 +11,12 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway import errors
-from gateway.auth import active_tenant, authenticate
+from gateway.auth import authenticate, current_tenant
 from gateway.balancer import Balancer
 from gateway.config import GatewayConfig
 from gateway.dbthreads import DatabaseThreads
@@ -63,6 +64,7 @@ class GatewayState:
     queues: PoolQueues
     dedup: DedupCache
     snapshot: Snapshot = field(default_factory=Snapshot)
+    refresh_now: Callable[[], Awaitable[bool]] | None = None  # the refresher's on-demand refresh
     started_at: float = field(default_factory=time.time)
 
 
@@ -108,7 +110,7 @@ class GatewayApp:
         """The models this key may use and that have a routable engine for its tenant."""
         try:
             key = await authenticate(scope, self.state.keys)
-            active_tenant(self.state.snapshot, key)
+            await current_tenant(self.state, key)
         except errors.GatewayError as error:
             return await send_error(send, error, rid)
         created = int(self.state.started_at)
@@ -147,6 +149,7 @@ class GatewayApp:
         """Open the shared clients, load the first snapshot, start the background tasks."""
         self.state = state = self._build_state()
         self.refresher = SnapshotRefresher(state, self.config.refresh_seconds)
+        state.refresh_now = self.refresher.refresh_now
         self.refresher.install(await load_current(state.db, self.config.default_user_rpm))
         self._inference = InferenceHandler(state)
         self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),

@@ -41,6 +41,14 @@ async def authenticate(scope: dict, keys: KeyCache) -> KeyInfo:
     return key
 
 
+async def current_tenant(state, key: KeyInfo) -> TenantInfo:
+    """`active_tenant` against the freshest snapshot: a key of a tenant the snapshot has not seen
+    yet (created since the last refresh) makes the gateway refresh at once instead of refusing it."""
+    if key.tenant_id is not None and key.tenant_id not in state.snapshot.tenants:
+        await state.refresh_now()
+    return active_tenant(state.snapshot, key)
+
+
 def active_tenant(snapshot: Snapshot, key: KeyInfo) -> TenantInfo:
     """The key's tenant if it may send traffic; keys bound to no tenant may not."""
     tenant = snapshot.tenants.get(key.tenant_id) if key.tenant_id is not None else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from gateway import errors
-from gateway.auth import active_tenant, authenticate
+from gateway.auth import authenticate, current_tenant
 from gateway.http import JSON_HEADERS, ClientGone, read_body, request_id, send_error, send_response
 
 MAX_FEEDBACK_BODY = 4096
@@ -52,7 +52,7 @@ async def handle_feedback(state, scope: dict, receive, send) -> None:
     rid = request_id(scope)
     try:
         key = await authenticate(scope, state.keys)
-        tenant = active_tenant(state.snapshot, key)
+        tenant = await current_tenant(state, key)
         target, accepted = parse_feedback(await read_body(scope, receive, MAX_FEEDBACK_BODY))
         await state.db.run(save_feedback, tenant.id, target, accepted)
     except errors.GatewayError as error:

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from gateway import errors
-from gateway.auth import active_tenant, authenticate
+from gateway.auth import authenticate, current_tenant
 from gateway.balancer import RouteHints
 from gateway.dedup import OPT_OUT_HEADER, cache_key, cacheable
 from gateway.fair_queue import QueueFull, QueueTimeout
@@ -75,9 +75,9 @@ class InferenceHandler:
         """Authenticate, read and parse the body, and check the model; raises GatewayError."""
         state = self.state
         key = await authenticate(scope, state.keys)
-        snapshot = state.snapshot
         record.tenant_id, record.api_key_prefix, record.user_id = key.tenant_id, key.prefix, key.user_id
-        tenant = active_tenant(snapshot, key)
+        tenant = await current_tenant(state, key)
+        snapshot = state.snapshot
         if tenant.over_budget is not None:
             state.metrics.limit_rejections.labels(str(tenant.id), budget_name(tenant.over_budget)).inc()
             raise over_budget(tenant.over_budget, time.time())

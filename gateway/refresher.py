@@ -13,6 +13,7 @@ from gateway.snapshot_loader import load_snapshot, version_marker
 
 log = logging.getLogger("gateway.refresher")
 PROBE_EVERY_SECONDS = 1.0
+ON_DEMAND_GAP_SECONDS = 0.05
 
 
 async def load_current(db, default_user_rpm: int):
@@ -29,6 +30,8 @@ class SnapshotRefresher:
         self.interval = interval
         self.loads = 0
         self._last_probe = 0.0
+        self._on_demand: asyncio.Future | None = None
+        self._last_on_demand = 0.0
 
     async def run(self) -> None:
         while True:
@@ -50,6 +53,27 @@ class SnapshotRefresher:
         snapshot = await state.db.run(load_snapshot, version, state.config.default_user_rpm)
         self.install(snapshot)
         return True
+
+    async def refresh_now(self) -> bool:
+        """Refresh at once, for a request that found something newer than the snapshot (a tenant
+        created since the last poll). Concurrent callers share one refresh; after one, the next
+        waits out `ON_DEMAND_GAP_SECONDS`, so keys of unknown tenants cannot hammer the database."""
+        if self._on_demand is None:
+            self._on_demand = asyncio.ensure_future(self._refresh_on_demand())
+        try:
+            return await asyncio.shield(self._on_demand)
+        except Exception:
+            return False  # the database may be away: the caller decides on the snapshot it has
+
+    async def _refresh_on_demand(self) -> bool:
+        try:
+            wait = self._last_on_demand + ON_DEMAND_GAP_SECONDS - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            return await self.refresh_once()
+        finally:
+            self._last_on_demand = time.monotonic()
+            self._on_demand = None
 
     def install(self, snapshot) -> None:
         """Swap the snapshot in and forget every cached key (revocations take effect here)."""
