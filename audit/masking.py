@@ -2,7 +2,10 @@
 import re
 
 MASK = "***"
-_SECRET_NAMES = re.compile(r"(secret|password|passwd|token|pepper|hashed?_?key|key_hash|^hash$|^key$|^raw_key$)", re.I)
+# "token" only as a credential's name (token, access_token, token_hash), not a count or a limit
+# (tokens_per_minute, monthly_token_budget, max_tokens), which auditors need to read.
+_SECRET_NAMES = re.compile(r"(secret|password|passwd|pepper|hashed?_?key|key_hash|^hash$|^key$|^raw_key$"
+                           r"|(^|_)token$|^token_(?!budget)|_token_(hash|value)$)", re.I)
 _SWITCHYARD_KEY = re.compile(r"sy_[a-z]+_[A-Za-z0-9]{20,}")
 
 

@@ -67,6 +67,8 @@ CASES = {
     "update_quota_policy": (lambda w: quotas.services.update_quota_policy(w.policy, tokens_per_minute=99, actor=ACTOR),
                             ["quota.update"]),
     "delete_quota_policy": (lambda w: quotas.services.delete_quota_policy(w.policy, actor=ACTOR), ["quota.delete"]),
+    "set_tenant_budget": (lambda w: quotas.services.set_tenant_budget(
+        w.tenant, monthly_token_budget=1_000_000, monthly_budget_usd=250, actor=ACTOR), ["quota.update"]),
 }
 
 
