@@ -108,11 +108,15 @@ def quota_update(request, slug):
     require(request, tenant, Perm.MANAGE_QUOTAS)
     policy = QuotaPolicy.objects.filter(tenant=tenant, api_key__isnull=True, user__isnull=True).first()
     form = QuotaForm(request.POST)
-    if policy is None or not form.is_valid():
+    if not form.is_valid():
         form_errors(request, form)
         return redirect("console:tenant", slug=slug)
-    from quotas.services import update_quota_policy
+    from quotas.services import create_quota_policy, update_quota_policy
 
-    run_service(request, lambda: update_quota_policy(policy, **form.limits(), actor=Actor.from_request(request)),
-                "Quota saved.")
+    actor = Actor.from_request(request)
+    if policy is None:  # a tenant without a tenant-wide policy gets one (audited as quota.create)
+        save = lambda: create_quota_policy(tenant=tenant, **form.limits(), actor=actor)  # noqa: E731
+    else:
+        save = lambda: update_quota_policy(policy, **form.limits(), actor=actor)  # noqa: E731
+    run_service(request, save, "Quota saved.")
     return redirect("console:tenant", slug=slug)

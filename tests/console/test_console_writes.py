@@ -92,6 +92,12 @@ def test_quota_edit_needs_manage_quotas(world, login):
     assert policy.requests_per_minute == 600 and policy.allowed_models == ["console-coder", "other"]
 
 
+def test_quota_edit_creates_the_tenant_wide_policy_when_there_is_none(world, login):
+    QuotaPolicy.objects.filter(tenant=world.a, api_key=None, user=None).delete()
+    login("alice").post(reverse("console:quota-update", args=["tenant-a"]), {"requests_per_minute": "90"})
+    assert QuotaPolicy.objects.get(tenant=world.a, api_key=None, user=None).requests_per_minute == 90
+
+
 def test_only_platform_admins_create_and_suspend_tenants(world, login):
     assert login("alice").post(reverse("console:tenant-create"), {"slug": "x", "name": "X", "region": "local",
                                                                   "isolation": "shared"}).status_code == 403
