@@ -1,144 +1,65 @@
-"""Usage API query paths on a seeded database: answered from rollups vs computed from raw events.
+"""Every usage page and API on 10 M raw events and a year of rollups in PostgreSQL: p50 / p95 vs a 300 ms target.
 
-    DATABASE_URL=postgres://… .venv/bin/python manage.py seed_usage --events 10000000 --days 365
-    DATABASE_URL=postgres://… .venv/bin/python -m bench          # or: python -m bench.usage_pages
+    .venv/bin/python -m bench usage_pages
 
-Each path runs BENCH_REPEAT times (default 10) after one warm-up; the table gives p50 / p95 in ms.
-The baseline answers the same question from `usage_usageevent` directly (PostgreSQL: with
-percentile_cont for the latency percentiles; cost: allocating every hour's instance cost on the fly).
+Self-contained: uses its own database (`BENCH_USAGE_DB`, default `switchyard_bench_usage`) on the
+PostgreSQL server of `DATABASE_URL` (default postgres://postgres@127.0.0.1:5432), creates and
+migrates it, seeds `BENCH_USAGE_EVENTS` (default 10,000,000) events over 365 days with their hourly
+and daily usage and cost rollups once, and reuses them on later runs (new hours since are topped up).
+The measurement runs in a child process (`bench/_usage_run.py`) with that database, so nothing in
+this process — or the other benchmarks `python -m bench` runs — is configured for it.
 """
 import os
-import statistics
-import time
-from datetime import timedelta
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
-
-def _setup():
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    django.setup()
+DEFAULT_SERVER = "postgres://postgres@127.0.0.1:5432/postgres"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
-    _setup()
-    from django.db import connection
-
-    from usage.models import UsageEvent
-
-    if not UsageEvent.objects.exists():
-        print("usage_pages: no usage events; run `manage.py seed_usage` first (skipped)")
+    name = os.environ.get("BENCH_USAGE_DB", "switchyard_bench_usage")
+    server = _server_url()
+    problem = _ensure_database(server, name)
+    if problem:
+        print(f"usage_pages: skipped ({problem})")
         return
-    repeat = int(os.environ.get("BENCH_REPEAT", "10"))
-    rows = [_measure(label, api, raw, repeat) for label, api, raw in _cases()]
-    print(f"usage API query paths, {UsageEvent.objects.count():,} raw events, {connection.vendor}, "
-          f"{repeat} runs each (ms)\n")
-    print("| query path | rollups p50 | rollups p95 | raw events p50 | raw events p95 | speed-up (p50) |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for label, api, raw in rows:
-        speedup = f"{raw[0] / api[0]:.1f}×" if raw and api[0] else "–"
-        raw_cells = f"{raw[0]:.1f} | {raw[1]:.1f}" if raw else "– | –"
-        print(f"| {label} | {api[0]:.1f} | {api[1]:.1f} | {raw_cells} | {speedup} |")
+    env = {key: value for key, value in os.environ.items() if key != "REDIS_URL"}  # locmem cache, no broker
+    env.update(DATABASE_URL=_with_database(server, name), DJANGO_SETTINGS_MODULE="controlplane.settings",
+               LOG_LEVEL=os.environ.get("LOG_LEVEL", "WARNING"))
+    result = subprocess.run([sys.executable, "-m", "bench._usage_run"], cwd=ROOT, env=env, check=False)
+    if result.returncode:
+        raise SystemExit(f"usage_pages: the measurement process failed (exit {result.returncode})")
 
 
-def _measure(label: str, api, raw, repeat: int):
-    return label, _timed(api, repeat), (_timed(raw, repeat) if raw else None)
+def _server_url() -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        url = DEFAULT_SERVER
+    return _with_database(url, "postgres")
 
 
-def _timed(fn, repeat: int) -> tuple[float, float]:
-    fn()  # warm-up: connection, caches, query plans
-    samples = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - began) * 1000)
-    samples.sort()
-    p95 = samples[min(len(samples) - 1, round(0.95 * (len(samples) - 1)))]
-    return statistics.median(samples), p95
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
 
 
-def _cases():
-    from django.contrib.auth import get_user_model
-    from django.utils import timezone
-
-    from tenants.models import Tenant
-    from usage.api.views import UsageBreakdownView, UsageCostView, UsageSeriesView
-
-    user, _ = get_user_model().objects.get_or_create(username="bench-usage", defaults={"is_staff": True})
-    tenant = Tenant.objects.filter(slug="seed-1").first() or Tenant.objects.first()
-    now = timezone.now()
-    series, breakdown, costs = UsageSeriesView.as_view(), UsageBreakdownView.as_view(), UsageCostView.as_view()
-
-    def api(view, **params):
-        return lambda: _call(view, user, params)
-
-    def since(days):
-        return (now - timedelta(days=days)).isoformat()
-
-    one = {"tenant": tenant.slug}
-    return [
-        ("series, day, 30 d, all tenants", api(series, since=since(30)), _raw("day", 30)),
-        ("series, hour, 7 d, one tenant", api(series, granularity="hour", since=since(7), **one),
-         _raw("hour", 7, tenant.pk)),
-        ("series, day, 365 d, one tenant", api(series, since=since(365), **one), _raw("day", 365, tenant.pk)),
-        ("breakdown by tenant, 30 d", api(breakdown, by="tenant", since=since(30)), _raw("tenant_id", 30)),
-        ("breakdown by model version, 90 d", api(breakdown, by="model_version", since=since(90)),
-         _raw("model_version_id", 90)),
-        ("breakdown by key, 30 d, CSV", api(breakdown, by="key", since=since(30), format="csv"),
-         _raw("api_key_prefix", 30)),
-        ("breakdown by quantization, 30 d", api(breakdown, by="quantization", since=since(30)), None),
-        ("cost by tenant, 7 d", api(costs, by="tenant", since=since(7)), _raw_cost(7)),
-        ("cost by day, 90 d", api(costs, by="day", since=since(90)), None),
-    ]
-
-
-def _call(view, user, params):
-    from rest_framework.test import APIRequestFactory, force_authenticate
-
-    request = APIRequestFactory().get("/", params)
-    force_authenticate(request, user=user)
-    response = view(request)
-    assert response.status_code == 200, response.status_code
-    if hasattr(response, "render"):
-        response.render()
-
-
-def _raw(group: str, days: int, tenant_id: int | None = None):
-    """The same aggregate straight from raw events."""
-    from django.db import connection
-    from django.utils import timezone
-
-    expression = {"day": "date_trunc('day', occurred_at AT TIME ZONE 'UTC')",
-                  "hour": "date_trunc('hour', occurred_at AT TIME ZONE 'UTC')"}.get(group, group)
-    percentiles = ("percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms), "
-                   "percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY latency_ms)"
-                   if connection.vendor == "postgresql" else "avg(ttft_ms), avg(latency_ms)")
-    if connection.vendor != "postgresql":
-        expression = {"day": "date(occurred_at)", "hour": "strftime('%Y-%m-%d %H', occurred_at)"}.get(group, group)
-    sql = (f"SELECT {expression}, count(*), sum(prompt_tokens), sum(completion_tokens), sum(cached_tokens), "
-           f"sum(CASE WHEN outcome = 'ok' THEN 1 ELSE 0 END), {percentiles} FROM usage_usageevent "
-           f"WHERE occurred_at >= %s AND occurred_at < %s {'AND tenant_id = %s' if tenant_id else ''} GROUP BY 1")
-
-    def run():
-        now = timezone.now()
-        params = [now - timedelta(days=days), now] + ([tenant_id] if tenant_id else [])
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            cursor.fetchall()
-    return run
-
-
-def _raw_cost(days: int):
-    """Cost without CostRollup: allocate every hour's instance cost from raw events on the fly."""
-    from django.utils import timezone
-
-    from usage.cost.hourly import range_shares
-    from usage.periods import floor_hour
-
-    def run():
-        now = timezone.now()
-        range_shares(floor_hour(now - timedelta(days=days)), floor_hour(now), now)
-    return run
+def _ensure_database(server: str, name: str) -> str | None:
+    """Create the benchmark database when missing; the reason it cannot be used, or None."""
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed"
+    try:
+        with psycopg.connect(server, connect_timeout=3, autocommit=True) as connection:
+            exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+            if not exists:
+                connection.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.Error as exc:
+        return f"PostgreSQL at {urlsplit(server).netloc} is not usable: {str(exc).strip().splitlines()[0]}"
+    return None
 
 
 if __name__ == "__main__":
