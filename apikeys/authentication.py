@@ -12,6 +12,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 
 from apikeys import keyformat
 from apikeys.models import ApiKey
+from apikeys.rejections import rejection_row_extras
 from apikeys.services import record_key_use
 from audit.actor import Actor
 from audit.services import record_event
@@ -77,6 +78,10 @@ class ApiKeyAuthentication(BaseAuthentication):
 
 
 def _audit_rejection(rejected: KeyRejected) -> None:
+    """One audit row per (prefix, reason) and window, not per attempt (apikeys.rejections)."""
     label = rejected.prefix or "unidentified key"
+    extras = rejection_row_extras(label, rejected.reason)
+    if extras is None:
+        return
     record_event(actor=Actor.anonymous(label), action="auth.api_key_rejected",
-                 after={"reason": rejected.reason, "prefix": rejected.prefix or None})
+                 after={"reason": rejected.reason, "prefix": rejected.prefix or None, **extras})

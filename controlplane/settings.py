@@ -166,6 +166,11 @@ SPECTACULAR_SETTINGS = {
 SWITCHYARD_KEY_PEPPER = env_secret("SWITCHYARD_KEY_PEPPER", generated_in=VAR_DIR / "secrets")
 SWITCHYARD_AUDIT_SIGNING_KEY = env_secret("SWITCHYARD_AUDIT_SIGNING_KEY", generated_in=VAR_DIR / "secrets")
 SWITCHYARD_KEY_ENV = env_choice("SWITCHYARD_KEY_ENV", "live", ("live", "test", "dev"))
+# Audit rows of rejected API keys: one per (prefix, reason) per window, at most MAX_ROWS per window
+# (apikeys/rejections.py); 0 records every attempt.
+SWITCHYARD_REJECTED_KEY_AUDIT_WINDOW_SECONDS = env_int("SWITCHYARD_REJECTED_KEY_AUDIT_WINDOW_SECONDS", 60,
+                                                       minimum=0, maximum=24 * 3600)
+SWITCHYARD_REJECTED_KEY_AUDIT_MAX_ROWS = env_int("SWITCHYARD_REJECTED_KEY_AUDIT_MAX_ROWS", 100, minimum=1)
 SWITCHYARD_KEY_ROTATION_GRACE_SECONDS = env_int(
     "SWITCHYARD_KEY_ROTATION_GRACE_SECONDS", 24 * 3600, minimum=0, maximum=30 * 24 * 3600)
 SWITCHYARD_DEFAULT_USER_RPM = env_int("SWITCHYARD_DEFAULT_USER_RPM", 120, minimum=1)

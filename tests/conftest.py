@@ -24,6 +24,16 @@ def _allow_audit_maintenance(sender, connection, **kwargs):
 
 connection_created.connect(_allow_audit_maintenance, dispatch_uid="tests_audit_maintenance")
 
+@pytest.fixture(scope="session", autouse=True)
+def audit_every_rejected_key():
+    """Suites that count `auth.api_key_rejected` rows expect one per attempt: sampling off by default
+    (tests/apikeys/test_rejection_sampling.py turns it on and checks it)."""
+    from django.test.utils import override_settings
+
+    with override_settings(SWITCHYARD_REJECTED_KEY_AUDIT_WINDOW_SECONDS=0):
+        yield
+
+
 ENGINE_PYTHON = Path(__file__).resolve().parent.parent / ".venv-engine" / "bin" / "python"
 
 
