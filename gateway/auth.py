@@ -6,7 +6,7 @@ import time
 from apikeys.keyformat import hash_key, is_well_formed
 from gateway import errors
 from gateway.http import header
-from gateway.keycache import KeyCache
+from gateway.keycache import MISSING, KeyCache
 from gateway.snapshot import KeyInfo, Snapshot, TenantInfo
 
 INFERENCE_SCOPE = "inference"
@@ -26,9 +26,12 @@ def bearer_token(scope: dict) -> str:
 async def authenticate(scope: dict, keys: KeyCache) -> KeyInfo:
     """A usable key with the inference scope, or a 401/403 GatewayError."""
     raw = bearer_token(scope)
-    if not is_well_formed(raw):  # typos and junk never reach the cache or the database
-        raise errors.invalid_key()
-    key = await keys.get(hash_key(raw))
+    key_hash = hash_key(raw)
+    key = keys.peek(key_hash)
+    if key is MISSING:  # not cached: typos and junk never reach the database
+        if not is_well_formed(raw):
+            raise errors.invalid_key()
+        key = await keys.get(key_hash)
     if key is None:
         raise errors.invalid_key()
     state = key.state(time.time())

@@ -14,7 +14,7 @@ from typing import Awaitable, Callable
 from gateway.snapshot import KeyInfo
 
 Loader = Callable[[str], Awaitable[KeyInfo | None]]
-_MISSING = object()
+MISSING = _MISSING = object()
 
 
 class KeyCache:
@@ -33,6 +33,10 @@ class KeyCache:
         """Forget everything (called when the configuration version changes)."""
         self._entries.clear()
         self.generation += 1
+
+    def peek(self, key_hash: str):
+        """The cached answer without any lookup: a KeyInfo, None (known unknown) or `MISSING`."""
+        return self._cached(key_hash)
 
     async def get(self, key_hash: str) -> KeyInfo | None:
         """The key for this hash, or None; at most one database lookup per hash at a time."""
