@@ -26,6 +26,8 @@ def main(argv=None) -> None:
     """
     import uvicorn
 
+    from gateway.corked import CorkedHttpToolsProtocol
+
     args = build_parser().parse_args(argv)
     if args.workers < 1:
         raise SystemExit("--workers must be at least 1")
@@ -33,7 +35,7 @@ def main(argv=None) -> None:
     # No proxy-headers middleware (nothing reads the client address; it is a wrapper per request)
     # and no Server header; the backlog absorbs bursts of new connections.
     options = dict(host=args.host, port=args.port, log_level=args.log_level, access_log=False, lifespan="on",
-                   loop="uvloop", http="httptools", proxy_headers=False, server_header=False, backlog=4096)
+                   loop="uvloop", http=CorkedHttpToolsProtocol, proxy_headers=False, server_header=False, backlog=4096)
     if args.workers > 1:  # each worker imports gateway.asgi, which sets Django up and builds its app
         uvicorn.run("gateway.asgi:application", workers=args.workers, **options)
         return

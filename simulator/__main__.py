@@ -60,10 +60,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     config = parse_config(argv)
     has = lambda mod: importlib.util.find_spec(mod) is not None  # noqa: E731
+    http = "h11"
+    if has("httptools"):  # one send per response instead of two (gateway/corked.py)
+        from gateway.corked import CorkedHttpToolsProtocol as http
     uvicorn.run(build_app(config), host=config.host, port=config.port,
                 log_level=config.log_level, access_log=False, lifespan="on",
-                loop="uvloop" if has("uvloop") else "asyncio",
-                http="httptools" if has("httptools") else "h11")
+                loop="uvloop" if has("uvloop") else "asyncio", http=http)
 
 
 if __name__ == "__main__":

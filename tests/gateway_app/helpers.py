@@ -76,6 +76,7 @@ class GatewayServer:
     @classmethod
     def start(cls, **overrides) -> "GatewayServer":
         from gateway.app import build_app
+        from gateway.corked import CorkedHttpToolsProtocol
 
         overrides.setdefault("usage_flush_seconds", 0.2)
         run = uuid.uuid4().hex[:8]
@@ -84,7 +85,8 @@ class GatewayServer:
         app = build_app(**overrides)
         port = free_port()
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                               lifespan="on", access_log=False, loop="uvloop", http="httptools"))
+                                               lifespan="on", access_log=False, loop="uvloop",
+                                               http=CorkedHttpToolsProtocol))  # as `python -m gateway`
         thread = threading.Thread(target=server.run, daemon=True, name=f"gateway-{port}")
         thread.start()
         deadline = time.monotonic() + 20
