@@ -34,6 +34,33 @@ def audit_every_rejected_key():
         yield
 
 
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """tiny-coder's files, made once per run by `manage.py make_tiny_model` with the engine's Python."""
+    from django.core.management import call_command
+
+    model_dir = tmp_path_factory.mktemp("models") / "tiny-coder"
+    call_command("make_tiny_model", str(model_dir), python=str(ENGINE_PYTHON))
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_vllm_url(tiny_model_dir, tmp_path_factory) -> str:
+    """One real CPU vLLM serving tiny-coder with the registry's rendered flags, shared by every
+    `vllm` test that only needs an engine to talk to (the fleet journey starts its own)."""
+    from models_registry.engine_args import render_vllm_argv
+    from models_registry.models import Model, ModelFamily, ModelVersion
+    from models_registry.services import TINY_CODER, TINY_CODER_ENGINE_ARGS
+    from tests.processes import free_port, start_vllm, stop_group
+
+    version = ModelVersion(model=Model(name=TINY_CODER, family=ModelFamily.LLAMA), version="v1", dtype="float32",
+                           artifact_uri=str(tiny_model_dir), engine_args=TINY_CODER_ENGINE_ARGS)
+    argv = render_vllm_argv(version, model_path=str(tiny_model_dir), served_model_name=TINY_CODER, port=free_port())
+    proc, url = start_vllm(argv, tmp_path_factory.mktemp("logs") / "vllm.log")
+    yield url
+    stop_group(proc, grace=30)
+
+
 ENGINE_PYTHON = Path(__file__).resolve().parent.parent / ".venv-engine" / "bin" / "python"
 
 

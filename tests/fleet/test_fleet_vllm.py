@@ -22,6 +22,7 @@ from fleet.models import Deployment, Instance
 from fleet.states import InstanceState
 from fleet.transitions import FLEET
 from tests.fleet.conftest import NAMESPACE, engine_pids
+from tests.processes import stop_group
 
 S = InstanceState
 REPO = Path(__file__).resolve().parents[2]
@@ -67,20 +68,10 @@ def celery_worker(tmp_path, fleet_settings):
         cwd=REPO, env=worker_env(queue, tmp_path / "engines"), stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True)
     yield proc
-    _stop_group(proc)
+    stop_group(proc)
     log.close()
     app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
     print((tmp_path / "worker.log").read_text()[-4000:])
-
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def wait_for(what: str, condition, timeout: float = 600.0):

@@ -3,14 +3,11 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import uvicorn
@@ -19,45 +16,18 @@ from django.utils import timezone
 
 from audit.services import record_event
 from tests.factories import SYSTEM
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
+from tests.processes import free_port, start_simulator
 
 @dataclass
 class SimulatorProcess:
-    """A real `python -m simulator` engine in its own process group."""
+    """A real `python -m simulator` engine in its own process group (tests/processes.py)."""
 
     proc: subprocess.Popen
     url: str
 
     @classmethod
     def start(cls, model: str, *args: str) -> "SimulatorProcess":
-        port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "simulator", "--port", str(port), "--served-model-name", model,
-                                 *args], cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                start_new_session=True)
-        process = cls(proc, f"http://127.0.0.1:{port}")
-        process.wait_healthy()
-        return process
-
-    def wait_healthy(self, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"simulator exited: {self.proc.stderr.read().decode()}")
-            try:
-                if httpx.get(self.url + "/health", timeout=0.5).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("simulator did not become healthy")
+        return cls(*start_simulator(model, *args))
 
     def stop(self) -> None:
         """SIGKILL the group: also how a test makes an engine die under load."""

@@ -1,23 +1,10 @@
 """The tiny model, built by `manage.py make_tiny_model`, really serves through vLLM with our rendered flags."""
-import os
-import signal
-import socket
-import subprocess
-import time
-from pathlib import Path
-
 import httpx
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 
-from models_registry.engine_args import render_vllm_argv
-from models_registry.models import Model, ModelFamily, ModelVersion
-from models_registry.services import TINY_CODER, TINY_CODER_ENGINE_ARGS
-
-ENGINE_PYTHON = Path(settings.BASE_DIR) / ".venv-engine" / "bin" / "python"
-# A deadline, not a timing assertion: start-up is ~45 s on an idle machine, minutes on a busy one.
-START_DEADLINE_SECONDS = 900
+from models_registry.services import TINY_CODER
+from tests.processes import ENGINE_PYTHON
 
 pytestmark = [
     pytest.mark.vllm,
@@ -25,65 +12,10 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    model_dir = tmp_path_factory.mktemp("models") / "tiny-coder"
-    call_command("make_tiny_model", str(model_dir), python=str(ENGINE_PYTHON))
-    return model_dir
-
-
-@pytest.fixture(scope="module")
-def engine_url(tiny_model_dir, tmp_path_factory):
-    """A real vLLM process serving tiny-coder; the whole process group is stopped afterwards."""
-    port = _free_port()
-    version = ModelVersion(model=Model(name=TINY_CODER, family=ModelFamily.LLAMA), version="v1", dtype="float32",
-                           artifact_uri=str(tiny_model_dir), engine_args=TINY_CODER_ENGINE_ARGS)
-    argv = render_vllm_argv(version, model_path=str(tiny_model_dir), served_model_name=TINY_CODER, port=port)
-    log = (tmp_path_factory.mktemp("logs") / "vllm.log").open("w")
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    process = subprocess.Popen([str(ENGINE_PYTHON), "-m", "vllm.entrypoints.openai.api_server", *argv], env=env,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, process, log.name)
-        yield url
-    finally:
-        _stop(process)
-        log.close()
-
-
-def _wait_healthy(url: str, process: subprocess.Popen, log_path: str) -> None:
-    deadline = time.monotonic() + START_DEADLINE_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"vLLM exited with {process.returncode}:\n{Path(log_path).read_text()[-4000:]}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(1)
-    pytest.fail(f"vLLM did not become healthy:\n{Path(log_path).read_text()[-4000:]}")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM the engine's process group (API server, engine core, worker), SIGKILL if it lingers."""
-    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+@pytest.fixture
+def engine_url(tiny_vllm_url):
+    """The session's tiny-coder vLLM (tests/conftest.py), started from `render_vllm_argv`'s flags."""
+    return tiny_vllm_url
 
 
 def test_make_tiny_model_is_idempotent(tiny_model_dir):

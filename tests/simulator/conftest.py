@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-import httpx
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -22,39 +18,7 @@ for _path in (str(REPO_ROOT), str(Path(__file__).resolve().parent)):
         sys.path.insert(0, _path)
 
 from sim_helpers import MODEL  # noqa: E402
-
-
-def free_port() -> int:
-    """Ask the OS for an unused TCP port."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_healthy(proc: subprocess.Popen, base: str, timeout: float = 20.0) -> None:
-    """Poll /health until it answers 200 (or the process dies)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"simulator exited early: {proc.stderr.read().decode()}")
-        try:
-            if httpx.get(base + "/health", timeout=0.5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError("simulator did not become healthy")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """Terminate the simulator's whole process group."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+from tests import processes  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -63,19 +27,13 @@ def start_simulator() -> Iterator[Callable[..., str]]:
     procs: list[subprocess.Popen] = []
 
     def _start(*args: str) -> str:
-        port = free_port()
-        cmd = [sys.executable, "-m", "simulator", "--port", str(port),
-               "--served-model-name", MODEL, *args]
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        proc, base = processes.start_simulator(MODEL, *args)
         procs.append(proc)
-        base = f"http://127.0.0.1:{port}"
-        wait_healthy(proc, base)
         return base
 
     yield _start
     for proc in procs:
-        stop(proc)
+        processes.stop_group(proc, grace=5)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +56,7 @@ def inprocess_simulator() -> Iterator[Callable[..., str]]:
 
     def _start(**overrides) -> str:
         config = SimulatorConfig(**{"served_model_name": MODEL, **overrides})
-        port = free_port()
+        port = processes.free_port()
         server = uvicorn.Server(uvicorn.Config(build_app(config), host="127.0.0.1", port=port,
                                                log_level="warning", lifespan="on"))
         thread = threading.Thread(target=server.run, daemon=True)
