@@ -62,6 +62,22 @@ def _interpolate(index: int, fraction: float) -> float:
     return lower + (BOUNDS_MS[index] - lower) * fraction
 
 
+SUMMARY_QUANTILES = (0.5, 0.95, 0.99)
+
+
 def summary(histogram: list[int]) -> dict:
-    """p50 / p95 / p99 of one histogram, in milliseconds."""
-    return {f"p{int(q * 100)}": percentile(histogram, q) for q in (0.5, 0.95, 0.99)}
+    """p50 / p95 / p99 of one histogram, in milliseconds: `percentile` of each, in one pass over the buckets.
+
+    A month of hourly points is ~750 histograms × 2 per chart, so three passes each showed in profiles.
+    """
+    names = [f"p{int(q * 100)}" for q in SUMMARY_QUANTILES]
+    total = sum(histogram)
+    if total == 0:
+        return dict.fromkeys(names)
+    ranks = [q * total for q in SUMMARY_QUANTILES]  # ascending, so each is found at or after the previous
+    found, seen = {}, 0
+    for index, count in enumerate(histogram):
+        while count and len(found) < len(ranks) and seen + count >= ranks[len(found)]:
+            found[names[len(found)]] = _interpolate(index, (ranks[len(found)] - seen) / count)
+        seen += count
+    return {name: found.get(name, float(BOUNDS_MS[-1])) for name in names}

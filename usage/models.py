@@ -4,6 +4,8 @@ from decimal import Decimal
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from usage.fields import HistogramField
+
 
 class Outcome(models.TextChoices):
     OK = "ok", "Completed"
@@ -101,8 +103,8 @@ class UsageRollup(models.Model):
     ttft_count = models.PositiveBigIntegerField(default=0)
     ttft_sum_ms = models.FloatField(default=0)
     latency_sum_ms = models.FloatField(default=0)
-    ttft_histogram = models.JSONField(default=list, help_text="Counts per bucket of usage.histograms.BOUNDS_MS.")
-    latency_histogram = models.JSONField(default=list)
+    ttft_histogram = HistogramField(default=list, help_text="Counts per bucket of usage.histograms.BOUNDS_MS.")
+    latency_histogram = HistogramField(default=list)
     fallbacks = models.PositiveBigIntegerField(default=0)
     cache_hits = models.PositiveBigIntegerField(default=0)
     feedback_accepted = models.PositiveBigIntegerField(default=0)

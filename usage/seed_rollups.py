@@ -31,8 +31,8 @@ SELECT 'hour', a.hour, {', '.join(f'a.{name}' for name in GROUP)}, coalesce(v.qu
 FROM (
     SELECT date_trunc('hour', e.occurred_at, 'UTC') AS hour, {', '.join(f'e.{name}' for name in GROUP)},
            {', '.join(f'{sql} AS {name}' for sql, name in zip(COLUMNS, NAMES))},
-           jsonb_build_array({', '.join(BUCKET_SQL[:histograms.BUCKETS])}) AS ttft_histogram,
-           jsonb_build_array({', '.join(BUCKET_SQL[histograms.BUCKETS:])}) AS latency_histogram
+           ARRAY[{', '.join(BUCKET_SQL[:histograms.BUCKETS])}]::bigint[] AS ttft_histogram,
+           ARRAY[{', '.join(BUCKET_SQL[histograms.BUCKETS:])}]::bigint[] AS latency_histogram
     FROM {UsageEvent._meta.db_table} e
     LEFT JOIN {CompletionFeedback._meta.db_table} f ON f.request_id = e.request_id AND f.tenant_id = e.tenant_id
     WHERE e.occurred_at >= %(start)s AND e.occurred_at < %(end)s
@@ -43,8 +43,8 @@ LEFT JOIN models_registry_modelversion v ON v.id = a.model_version_id
 
 
 def _merged(column: str) -> str:
-    return "jsonb_build_array(" + ", ".join(
-        f"sum(({column} ->> {index})::bigint)" for index in range(histograms.BUCKETS)) + ")"
+    return "ARRAY[" + ", ".join(
+        f"sum({column}[{index + 1}])" for index in range(histograms.BUCKETS)) + "]::bigint[]"
 
 
 _DAILY_VALUES = (*COUNTERS, *SUMS)

@@ -7,12 +7,13 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import BigIntegerField, Sum
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import TruncDay
+from django.db.models.functions import Cast, TruncDay
 from django.utils.dateparse import parse_datetime
 
 from models_registry.models import ModelVersion
 from tenants.models import Tenant
 from usage import histograms
+from usage.fields import element_sql
 from usage.models import CostKind, CostRollup, Granularity, Outcome, UsageRollup
 from usage.rollups import COUNTERS, HISTOGRAMS, SUMS
 
@@ -58,9 +59,11 @@ def usage_table(query: UsageQuery, field: str, *, with_histograms: bool = True) 
     tenant's hours, is thousands of rows, and decoding each row's JSON in Python cost more than the query.
     """
     rows = _grouped(_filtered(UsageRollup.objects.all(), query), field)
-    sums = {f"s_{name}": Sum(name) for name in (*COUNTERS, *SUMS)}
+    # Integer sums cast back to bigint: PostgreSQL's SUM(bigint) is numeric, which arrives as Decimal.
+    sums = {f"s_{name}": _int_sum(name) for name in COUNTERS}
+    sums.update({f"s_{name}": Sum(name) for name in SUMS})
     if with_histograms:
-        sums.update({f"h_{name}_{index}": Sum(_element(name, index))
+        sums.update({f"h_{name}_{index}": _int_sum(_element(name, index))
                      for name in HISTOGRAMS for index in range(histograms.BUCKETS)})
     # Run the compiled SQL on a plain cursor: Django's per-value converters cost more than the
     # aggregate itself on a month of hourly points (58 values × ~750 rows); _totals converts instead.
@@ -70,12 +73,14 @@ def usage_table(query: UsageQuery, field: str, *, with_histograms: bool = True) 
         return {_group_value(field, row[0]): _totals(row[1:], with_histograms) for row in cursor.fetchall()}
 
 
+def _int_sum(expression):
+    return Cast(Sum(expression), BigIntegerField())
+
+
 def _element(column: str, index: int):
-    """One bucket of a stored histogram (a JSON array) as an integer, on PostgreSQL or SQLite."""
-    table = UsageRollup._meta.db_table
-    if connection.vendor == "postgresql":
-        return RawSQL(f'("{table}"."{column}" ->> {index:d})::bigint', [], output_field=BigIntegerField())
-    return RawSQL(f"json_extract(\"{table}\".\"{column}\", '$[{index:d}]')", [], output_field=BigIntegerField())
+    """One bucket of a stored histogram (an array on PostgreSQL, JSON on SQLite) as an integer."""
+    sql = element_sql(UsageRollup._meta.db_table, column, index, connection.vendor)
+    return RawSQL(sql, [], output_field=BigIntegerField())
 
 
 def _group_value(field: str, value):
