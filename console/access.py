@@ -7,7 +7,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from fleet.permissions import can_manage_deployments
-from tenants.access import Principal, effective_role, has_perm, visible_tenants
+from tenants.access import Principal, effective_role, has_perm, prefetch_roles, visible_tenants
 from tenants.roles import Perm, Role, outranks_or_equals
 
 # Operational pages (overview, tenants, keys, fleet, models, usage) list tenants whose members the
@@ -21,13 +21,31 @@ QUOTAS = Perm.VIEW_QUOTAS
 
 
 def principal_of(request) -> Principal:
-    """The console's caller: a session user, never an API key."""
-    return Principal(user=request.user)
+    """The console's caller: a session user, never an API key.
+
+    One principal per request and user, memoizing roles and permissions: a page and its navigation
+    ask ~20 permission questions about the same few tenants.
+    """
+    principal = getattr(request, "_console_principal", None)
+    if principal is None or principal.user is not request.user:  # login() replaces request.user
+        principal = Principal(user=request.user, memo={})
+        request._console_principal = principal
+    return principal
 
 
 def tenants_with(principal: Principal, *perms: str) -> list:
     """Visible tenants where the principal holds any of `perms`, by slug."""
-    return [t for t in visible_tenants(principal).order_by("slug") if any(has_perm(principal, t, p) for p in perms)]
+    tenants = _visible_by_slug(principal)
+    prefetch_roles(principal, tenants)
+    return [t for t in tenants if any(has_perm(principal, t, p) for p in perms)]
+
+
+def _visible_by_slug(principal: Principal) -> list:
+    if principal.memo is None:
+        return list(visible_tenants(principal).order_by("slug"))
+    if "visible_by_slug" not in principal.memo:
+        principal.memo["visible_by_slug"] = list(visible_tenants(principal).order_by("slug"))
+    return principal.memo["visible_by_slug"]
 
 
 def tenant_or_404(request, slug: str, *perms: str):

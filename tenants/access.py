@@ -4,9 +4,10 @@ Lists are scoped by plain tenant foreign keys (`visible_tenants`), never by guar
 `get_objects_for_user`, and no code here consults a user's global (model-level) permissions:
 a global grant given by mistake widens nothing.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import QuerySet
+from guardian.core import ObjectPermissionChecker
 from guardian.shortcuts import get_perms
 
 from tenants.models import Membership, Tenant
@@ -21,6 +22,10 @@ class Principal:
 
     user: object
     api_key: object | None = None
+    # Roles, object grants and permissions already looked up, by tenant id; None = look up every time.
+    # Only for a principal that lives one request (console.access.principal_of): a role changed later
+    # in that request is not seen, which is fine because every view checks before it writes.
+    memo: dict | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_request(cls, request) -> "Principal":
@@ -67,8 +72,20 @@ def member_role(user, tenant) -> str | None:
     return Membership.objects.filter(user=user, tenant=tenant).values_list("role", flat=True).first()
 
 
+def _memoized(principal: Principal, key: tuple, compute):
+    if principal.memo is None:
+        return compute()
+    if key not in principal.memo:
+        principal.memo[key] = compute()
+    return principal.memo[key]
+
+
 def effective_role(principal: Principal, tenant) -> str | None:
     """The role the principal acts with in `tenant`; a key never exceeds its owner's current role."""
+    return _memoized(principal, ("role", tenant.pk), lambda: _effective_role(principal, tenant))
+
+
+def _effective_role(principal: Principal, tenant) -> str | None:
     if principal.is_platform_admin:
         return Role.OWNER
     if principal.api_key is None:
@@ -90,12 +107,17 @@ def _key_role(principal: Principal, tenant) -> str | None:
 
 def tenant_permissions(principal: Principal, tenant) -> frozenset[str]:
     """What the principal may do in `tenant`: role table ∪ guardian object grants, ∩ key scopes."""
+    return _memoized(principal, ("perms", tenant.pk), lambda: _tenant_permissions(principal, tenant))
+
+
+def _tenant_permissions(principal: Principal, tenant) -> frozenset[str]:
     if principal.is_platform_admin:
         return ALL_PERMS
     role = effective_role(principal, tenant)
     if role is None:
         return frozenset()
-    perms = ROLE_PERMISSIONS[Role(role)] | _object_grants(principal.user, tenant)
+    grants = _memoized(principal, ("grants", tenant.pk), lambda: _object_grants(principal.user, tenant))
+    perms = ROLE_PERMISSIONS[Role(role)] | grants
     if principal.api_key is not None:
         from apikeys.scopes import permissions_for_scopes
 
@@ -112,3 +134,24 @@ def _object_grants(user, tenant) -> frozenset[str]:
 
 def has_perm(principal: Principal, tenant, perm: str) -> bool:
     return perm in tenant_permissions(principal, tenant)
+
+
+def prefetch_roles(principal: Principal, tenants: list) -> None:
+    """Fill a memoizing session principal's roles and object grants for many tenants in three queries.
+
+    The same answers `member_role` and `_object_grants` give one tenant at a time (a membership is
+    unique per user and tenant; guardian's checker prefetches exactly what `get_perms` reads).
+    """
+    memo = principal.memo
+    if memo is None or principal.api_key is not None or principal.is_platform_admin:
+        return
+    missing = [tenant for tenant in tenants if ("role", tenant.pk) not in memo]
+    if not missing or not principal.user.is_authenticated or principal.user.pk is None:
+        return
+    roles = dict(Membership.objects.filter(user=principal.user, tenant__in=[t.pk for t in missing])
+                 .values_list("tenant_id", "role"))
+    checker = ObjectPermissionChecker(principal.user)
+    checker.prefetch_perms(missing)
+    for tenant in missing:
+        memo[("role", tenant.pk)] = roles.get(tenant.pk)
+        memo[("grants", tenant.pk)] = frozenset(checker.get_perms(tenant)) & ALL_PERMS
