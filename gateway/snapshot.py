@@ -88,6 +88,9 @@ class Pool:
     fallback_model: str = ""  # where requests go while this pool is saturated or slow
 
 
+_UNSET = object()
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything the hot path reads, as of one version marker."""
@@ -100,6 +103,7 @@ class Snapshot:
     pools: Mapping[str, tuple[Pool, ...]] = field(default_factory=_empty)
     default_user_rpm: int = 120
     loaded_at: float = field(default=0.0, compare=False)
+    _pools_memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     def policies_for(self, key: KeyInfo) -> tuple[Limits, ...]:
         """Every level that governs this key's requests; each is enforced on its own."""
@@ -124,7 +128,19 @@ class Snapshot:
                    for level in self.policies_for(key))
 
     def pools_for(self, tenant_id: int | None, model: str) -> tuple[Pool, ...] | None:
-        """The tenant's dedicated pools of a model, else the shared ones; None if it has neither."""
+        """The tenant's dedicated pools of a model, else the shared ones; None if it has neither.
+
+        Remembered per (tenant, model) for this snapshot's life (it is immutable); only names the
+        snapshot holds are remembered, so made-up model names cannot grow the memo."""
+        memo_key = (tenant_id, model)
+        found = self._pools_memo.get(memo_key, _UNSET)
+        if found is _UNSET:
+            found = self._pools_for(tenant_id, model)
+            if model in self.pools:
+                self._pools_memo[memo_key] = found
+        return found
+
+    def _pools_for(self, tenant_id: int | None, model: str) -> tuple[Pool, ...] | None:
         pools = self.pools.get(model, ())
         dedicated = tuple(p for p in pools if p.tenant_id is not None and p.tenant_id == tenant_id)
         if any(p.upstreams for p in dedicated):

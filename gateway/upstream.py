@@ -27,6 +27,7 @@ import httptools
 
 HIGH_WATER = 256 * 1024
 LOW_WATER = 64 * 1024
+COALESCE_LIMIT = 256 * 1024  # request bodies up to this size are sent in one write with their head
 
 
 class UpstreamError(Exception):
@@ -193,10 +194,10 @@ class _Connection(asyncio.Protocol):
     def send(self, head: bytes, body: bytes) -> asyncio.Future:
         self._headers_done = self.loop.create_future()
         self._response, self._content_type, self._delimited, self._got_bytes = None, None, False, False
-        if body:
+        if len(body) > COALESCE_LIMIT:  # large prompts: no copy, two writes
             self.transport.writelines((head, body))
-        else:
-            self.transport.write(head)
+        else:  # one send: writelines would make one per buffer
+            self.transport.write(head + body)
         return self._headers_done
 
     def finished(self, reuse: bool) -> None:
