@@ -27,10 +27,10 @@ def main(argv=None) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
-    print(json.dumps(create_rows(args.model, args.url, args.policy)))
+    print(json.dumps(create_rows(args.model, args.url, args.policy, args.key_rpm)))
 
 
-def create_rows(model_name: str, urls: list[str], policy: str | None) -> dict:
+def create_rows(model_name: str, urls: list[str], policy: str | None, key_rpm: int | None = None) -> dict:
     from django.db import transaction
     from django.utils import timezone
 
@@ -50,7 +50,8 @@ def create_rows(model_name: str, urls: list[str], policy: str | None) -> dict:
     tenant = create_tenant(slug="bench", name="Bench", actor=actor)
     update_quota_policy(QuotaPolicy.objects.get(tenant=tenant, api_key=None, user=None), actor=actor, **generous)
     minted = create_api_key(tenant=tenant, name="bench", scopes=[Scope.INFERENCE], actor=actor)
-    create_quota_policy(tenant=tenant, api_key=minted.api_key, actor=actor, **generous)
+    key_limits = {**generous, "requests_per_minute": key_rpm} if key_rpm else generous
+    create_quota_policy(tenant=tenant, api_key=minted.api_key, actor=actor, **key_limits)
     version = ModelVersion.objects.create(model=Model.objects.create(name=model_name), version="v1",
                                           artifact_uri=f"bench/{model_name}")
     spec = {"routing_policy": policy} if policy and _has_field(Deployment, "routing_policy") else {}
@@ -74,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", required=True)
     parser.add_argument("--url", action="append", required=True)
     parser.add_argument("--policy")
+    parser.add_argument("--key-rpm", type=int, help="the key's requests/min (tests of exact limits)")
     return parser
 
 

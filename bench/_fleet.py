@@ -79,10 +79,11 @@ class Fleet:
         _wait(f"http://127.0.0.1:{port}/health", proc)
         return proc
 
-    def create_rows(self, policy: str | None = None) -> None:
+    def create_rows(self, policy: str | None = None, key_rpm: int | None = None) -> None:
         urls = [f"http://127.0.0.1:{port}" for _, port, _ in self.simulators]
         command = [sys.executable, "-m", "bench._fixture", "--model", self.model,
-                   *(arg for url in urls for arg in ("--url", url)), *(["--policy", policy] if policy else [])]
+                   *(arg for url in urls for arg in ("--url", url)), *(["--policy", policy] if policy else []),
+                   *(["--key-rpm", str(key_rpm)] if key_rpm else [])]
         done = subprocess.run(command, cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise RuntimeError(f"bench fixture failed:\n{done.stderr[-3000:]}")

@@ -3,6 +3,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,36 +20,96 @@ def build_parser() -> argparse.ArgumentParser:
                         help="worker processes sharing the port (default: SWITCHYARD_GATEWAY_WORKERS or 1; "
                              "one per core is the usual choice)")
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (default: %(default)s)")
+    parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # set for workers
     return parser
 
 
 def main(argv=None) -> None:
-    """Serve with uvicorn (uvloop, httptools, no access log); several workers share one socket.
-
-    Every worker is a whole gateway (its own snapshot, key cache, upstream pools and usage
-    writer); limits and budgets stay exact across them because they are counted in Redis.
-    """
-    import uvicorn
-
-    from gateway.corked import CorkedHttpToolsProtocol
-
     args = build_parser().parse_args(argv)
     if args.workers < 1:
         raise SystemExit("--workers must be at least 1")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    # No proxy-headers middleware (nothing reads the client address; it is a wrapper per request)
-    # and no Server header; the backlog absorbs bursts of new connections.
-    options = dict(host=args.host, port=args.port, log_level=args.log_level, access_log=False, lifespan="on",
-                   loop="uvloop", http=CorkedHttpToolsProtocol, proxy_headers=False, server_header=False, backlog=4096)
-    if args.workers > 1:  # each worker imports gateway.asgi, which sets Django up and builds its app
-        uvicorn.run("gateway.asgi:application", workers=args.workers, **options)
-        return
-    import django
+    if args.workers > 1:
+        raise SystemExit(supervise(args))
+    serve(args)
 
+
+def serve(args) -> None:
+    """One gateway process: Django set up once, uvicorn (uvloop, corked httptools, no access log).
+
+    As a worker (`--reuse-port`) it binds its own SO_REUSEPORT socket, so the kernel spreads
+    new connections evenly over the workers; with one shared socket (uvicorn's own `workers`)
+    whichever process woke first accepted a whole burst of connections, leaving the others idle.
+    """
+    import django
+    import uvicorn
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     django.setup()
     from gateway.app import build_app
+    from gateway.corked import CorkedHttpToolsProtocol
 
-    uvicorn.run(build_app(), **options)
+    # No proxy-headers middleware (nothing reads the client address; it is a wrapper per request)
+    # and no Server header; the backlog absorbs bursts of new connections.
+    config = uvicorn.Config(build_app(), host=args.host, port=args.port, log_level=args.log_level, access_log=False,
+                            lifespan="on", loop="uvloop", http=CorkedHttpToolsProtocol, proxy_headers=False,
+                            server_header=False, backlog=4096)
+    server = uvicorn.Server(config)
+    server.run(sockets=[_reuse_port_socket(args.host, args.port, config.backlog)] if args.reuse_port else None)
+
+
+def _reuse_port_socket(host: str, port: int, backlog: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(backlog)
+    sock.set_inheritable(True)
+    return sock
+
+
+RESTART_BACKOFF_SECONDS = (1, 2, 5, 10, 30)
+
+
+def supervise(args) -> int:
+    """Run `args.workers` gateway processes on one port; restart any that dies; stop all on SIGTERM/SIGINT.
+
+    Every worker is a whole gateway (snapshot, key cache, engine connections, usage writer);
+    limits and budgets stay exact across them because they are counted in Redis.
+    """
+    argv = [sys.executable, "-m", "gateway", "--host", args.host, "--port", str(args.port), "--workers", "1",
+            "--log-level", args.log_level, "--reuse-port"]
+    stopping = False
+
+    def stop(signum, frame):
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    workers = [subprocess.Popen(argv) for _ in range(args.workers)]
+    restarts = [0] * args.workers
+    while not stopping:
+        time.sleep(0.2)
+        for index, worker in enumerate(workers):
+            if worker.poll() is None or stopping:
+                continue
+            delay = RESTART_BACKOFF_SECONDS[min(restarts[index], len(RESTART_BACKOFF_SECONDS) - 1)]
+            print(f"gateway worker {worker.pid} exited with {worker.returncode}; restarting in {delay} s",
+                  file=sys.stderr, flush=True)
+            time.sleep(delay)
+            restarts[index] += 1
+            workers[index] = subprocess.Popen(argv)
+    for worker in workers:  # each worker finishes its requests and writes its buffered usage
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    for worker in workers:
+        try:
+            worker.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            worker.kill()
+    return 0
 
 
 if __name__ == "__main__":

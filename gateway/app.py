@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
@@ -126,7 +127,7 @@ class GatewayApp:
 
     async def _healthz(self, send, rid: str) -> None:
         age = time.monotonic() - self.state.snapshot.loaded_at
-        body = json.dumps({"status": "ok", "snapshot_age_seconds": round(age, 3)}).encode()
+        body = json.dumps({"status": "ok", "snapshot_age_seconds": round(age, 3), "worker_pid": os.getpid()}).encode()
         await send_response(send, 200, body, [*JSON_HEADERS, (b"x-request-id", rid.encode())])
 
     async def _lifespan(self, receive, send) -> None:
