@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from dataclasses import dataclass
 
 from gateway import errors
@@ -120,8 +121,26 @@ async def relay_json(response: UpstreamResponse, client: ClientStream, record, i
     return body
 
 
+_USAGE_KEY = re.compile(rb'"usage"\s*:\s*')
+_DECODER = json.JSONDecoder()
+
+
 def usage_of(body: bytes) -> dict | None:
-    """The `usage` object of a JSON answer, if it has one."""
+    """The `usage` object of a JSON answer, if it has one.
+
+    Engines put `usage` last, so the object is decoded from its key on, not the whole answer
+    (the completion text can be long); anything unexpected falls back to a full parse. Only a
+    key can be followed by a colon, so a completion whose text is "usage" cannot be mistaken."""
+    at = body.rfind(b'"usage"')
+    if at != -1:
+        found = _USAGE_KEY.match(body, at)
+        if found:
+            try:
+                usage, _ = _DECODER.raw_decode(body[found.end():].decode())
+            except ValueError:
+                usage = None
+            if isinstance(usage, dict) and "prompt_tokens" in usage:
+                return usage
     try:
         payload = json.loads(body)
     except ValueError:
