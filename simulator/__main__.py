@@ -65,6 +65,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         from gateway.corked import CorkedHttpToolsProtocol as http
     uvicorn.run(build_app(config), host=config.host, port=config.port,
                 log_level=config.log_level, access_log=False, lifespan="on",
+                proxy_headers=False,  # nothing reads the client address; saves a middleware hop
                 loop="uvloop" if has("uvloop") else "asyncio", http=http)
 
 

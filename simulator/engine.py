@@ -154,22 +154,37 @@ class Engine:
     def _schedule_running(self, scheduled: Scheduled) -> tuple[int, bool]:
         """Schedule running requests, preempting on KV exhaustion; returns (budget, preempted)."""
         budget, evicted = self.config.max_num_batched_tokens, set()
+        block_size = self.config.block_size
         for req in list(self.running):
             if budget <= 0:
                 break
-            if req in evicted:
+            if evicted and req in evicted:
                 continue  # preempted earlier in this loop
-            n = min(len(req.all_tokens) - req.num_computed_tokens, budget)
-            while not self.kv.allocate_slots(req, req.num_computed_tokens + n):
-                victim = self._pick_victim()
-                budget += self._preempt(victim, scheduled)
-                evicted.add(victim)
-                if victim is req:
-                    break
-            else:
-                scheduled[req] = n
-                budget -= n
+            n = len(req.all_tokens) - req.num_computed_tokens
+            if n > budget:
+                n = budget
+            total = req.num_computed_tokens + n
+            # allocate_slots' decode fast path, inlined: the last block still has room.
+            if total > len(req.blocks) * block_size:
+                fits, refund = self._allocate_or_preempt(req, total, scheduled, evicted)
+                budget += refund
+                if not fits:
+                    continue
+            scheduled[req] = n
+            budget -= n
         return budget, bool(evicted)
+
+    def _allocate_or_preempt(self, req: Request, total: int, scheduled: Scheduled,
+                             evicted: set) -> tuple[bool, int]:
+        """Allocate slots for ``req``, preempting until they fit; returns (fits, tokens un-scheduled)."""
+        refund = 0
+        while not self.kv.allocate_slots(req, total):
+            victim = self._pick_victim()
+            refund += self._preempt(victim, scheduled)
+            evicted.add(victim)
+            if victim is req:
+                return False, refund
+        return True, refund
 
     def _pick_victim(self) -> Request:
         """Running request to preempt: newest (FCFS) or worst priority."""
@@ -217,24 +232,28 @@ class Engine:
     # ------------------------------------------------------------- update
     def update(self, scheduled: Scheduled) -> None:
         """Apply a finished step: advance computed tokens, sample, finish."""
+        block_size = self.config.block_size
+        cache_full_blocks = self.kv.cache_full_blocks
         for req, n in scheduled.items():
-            if req.finished:
+            if req.finish_reason is not None:
                 continue  # aborted while the step was "running"
-            req.num_computed_tokens += n
-            self.kv.cache_full_blocks(req)
-            if req.num_computed_tokens >= len(req.all_tokens):
+            req.num_computed_tokens = computed = req.num_computed_tokens + n
+            if computed // block_size > req.num_cached_blocks:
+                cache_full_blocks(req)  # some block filled up this step
+            if computed >= len(req.all_tokens):
                 self._sample(req)
 
     def _sample(self, req: Request) -> None:
         """Generate one token for ``req`` and finish it if a stop condition hit."""
         eos = req.eos_probability > 0 and req.sampler.next_unit() < req.eos_probability
         token = "" if eos else req.sampler.next_token()
-        req.all_tokens.append(token)
-        req.output_text.append(token)
-        req.num_output_tokens += 1
+        tokens = req.all_tokens
+        tokens.append(token)
+        req.num_output_tokens = num_output = req.num_output_tokens + 1
         self.stats.generation_tokens += 1
-        if len(req.all_tokens) >= (len(req.block_hashes) + 1) * self.config.block_size:
-            extend_block_hashes(req.block_hashes, req.all_tokens, self.config.block_size, req.cache_salt)
+        block_size = self.config.block_size
+        if len(tokens) >= (len(req.block_hashes) + 1) * block_size:
+            extend_block_hashes(req.block_hashes, tokens, block_size, req.cache_salt)
         if req.first_token_time is None:
             req.first_token_time = self._clock()
             # Like vLLM, prompt tokens are counted in full (cache hits included).
@@ -243,7 +262,7 @@ class Engine:
             req.queue.put_nowait(token)
         if eos:
             self._finish_running(req, "stop")
-        elif req.num_output_tokens >= req.max_tokens or len(req.all_tokens) >= self.config.max_model_len:
+        elif num_output >= req.max_tokens or len(tokens) >= self.config.max_model_len:
             self._finish_running(req, "length")
 
     def _finish_running(self, req: Request, reason: str) -> None:

@@ -167,24 +167,37 @@ def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dic
             "prompt_tokens_details": {"cached_tokens": cached_tokens}}
 
 
+# The non-streaming bodies are fixed shapes, so they are filled into templates
+# instead of going through JSONEncoder (whose per-call set-up costs more than
+# the encoding).  The bytes are exactly what ``dumps`` of the equivalent dict gives.
+_USAGE = ('{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,'
+          '"prompt_tokens_details":{"cached_tokens":%d}}')
+_COMPLETION = ('{"id":%s,"object":"text_completion","created":%d,"model":%s,"choices":[{"index":0,'
+               '"text":%s,"logprobs":null,"finish_reason":%s,"stop_reason":null,"prompt_logprobs":null}],'
+               '"service_tier":null,"system_fingerprint":null,"usage":%s,"kv_transfer_params":null}')
+_CHAT = ('{"id":%s,"object":"chat.completion","created":%d,"model":%s,"choices":[{"index":0,'
+         '"message":{"role":"assistant","content":%s,"refusal":null,"annotations":null,"audio":null,'
+         '"function_call":null,"tool_calls":[],"reasoning_content":null},"logprobs":null,'
+         '"finish_reason":%s,"stop_reason":null}],"service_tier":null,"system_fingerprint":null,'
+         '"usage":%s,"prompt_logprobs":null,"kv_transfer_params":null}')
+
+
+def usage_json(use: dict) -> str:
+    """A usage object from ``usage()`` as compact JSON."""
+    return _USAGE % (use["prompt_tokens"], use["total_tokens"], use["completion_tokens"],
+                     use["prompt_tokens_details"]["cached_tokens"])
+
+
 def completion_response(rid: str, created: int, model: str, text: str, finish: str, use: dict) -> bytes:
     """Non-streaming /v1/completions body."""
-    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
-              "stop_reason": None, "prompt_logprobs": None}
-    return dumps({"id": rid, "object": "text_completion", "created": created, "model": model,
-                  "choices": [choice], "service_tier": None, "system_fingerprint": None,
-                  "usage": use, "kv_transfer_params": None})
+    return (_COMPLETION % (_dumps(rid), created, _dumps(model), _dumps(text), _dumps(finish),
+                           usage_json(use))).encode()
 
 
 def chat_response(rid: str, created: int, model: str, text: str, finish: str, use: dict) -> bytes:
     """Non-streaming /v1/chat/completions body."""
-    message = {"role": "assistant", "content": text, "refusal": None, "annotations": None,
-               "audio": None, "function_call": None, "tool_calls": [], "reasoning_content": None}
-    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
-              "stop_reason": None}
-    return dumps({"id": rid, "object": "chat.completion", "created": created, "model": model,
-                  "choices": [choice], "service_tier": None, "system_fingerprint": None,
-                  "usage": use, "prompt_logprobs": None, "kv_transfer_params": None})
+    return (_CHAT % (_dumps(rid), created, _dumps(model), _dumps(text), _dumps(finish),
+                     usage_json(use))).encode()
 
 
 class StreamEncoder:
@@ -214,7 +227,7 @@ class StreamEncoder:
 
     def usage_chunk(self, use: dict) -> str:
         """Final ``choices: []`` chunk carrying usage (stream_options.include_usage)."""
-        return self.head + '[],"usage":' + _dumps(use) + "}\n\n"
+        return self.head + '[],"usage":' + usage_json(use) + "}\n\n"
 
     @staticmethod
     def done() -> str:

@@ -20,7 +20,7 @@ class Request:
     __slots__ = (
         "request_id", "all_tokens", "num_prompt_tokens", "max_tokens", "priority",
         "cache_salt", "arrival_seq", "arrival_time", "sampler", "eos_probability",
-        "queue", "done", "output_text", "num_output_tokens", "finish_reason",
+        "queue", "done", "num_output_tokens", "finish_reason",
         "num_computed_tokens", "blocks", "block_hashes", "num_cached_blocks",
         "num_cached_tokens", "scheduled_time", "first_token_time", "finished_time",
         "num_preemptions",
@@ -44,7 +44,6 @@ class Request:
         # item marks the end.  Non-streaming consumers only await ``done``.
         self.queue: Optional[asyncio.Queue] = asyncio.Queue() if stream else None
         self.done: Optional[asyncio.Future] = None
-        self.output_text: list[str] = []
         self.num_output_tokens = 0
         self.finish_reason: Optional[str] = None
         self.num_computed_tokens = 0
@@ -73,8 +72,8 @@ class Request:
         return (self.priority, self.arrival_seq)
 
     def text(self) -> str:
-        """All generated text so far."""
-        return "".join(self.output_text)
+        """All generated text so far (output tokens follow the prompt in ``all_tokens``)."""
+        return "".join(self.all_tokens[self.num_prompt_tokens:])
 
 
 class FCFSQueue:

@@ -45,22 +45,27 @@ def render_chat(messages: list[dict]) -> str:
     return "".join(parts)
 
 
+_MUL = 6364136223846793005
+_INC = 1442695040888963407
+_MASK = (1 << 64) - 1
+_UNIT = float(1 << 53)
+
+
 class TokenSampler:
     """Seeded 64-bit LCG picking pseudo-words; deterministic per seed."""
 
     __slots__ = ("state",)
-    _MUL = 6364136223846793005
-    _INC = 1442695040888963407
-    _MASK = (1 << 64) - 1
 
     def __init__(self, seed: int) -> None:
-        self.state = (seed * 0x9E3779B97F4A7C15 + 1) & self._MASK
+        self.state = (seed * 0x9E3779B97F4A7C15 + 1) & _MASK
 
     def next_unit(self) -> float:
         """Advance the generator and return a float in [0, 1)."""
-        self.state = (self.state * self._MUL + self._INC) & self._MASK
-        return (self.state >> 11) / float(1 << 53)
+        self.state = state = (self.state * _MUL + _INC) & _MASK
+        return (state >> 11) / _UNIT
 
     def next_token(self) -> str:
         """Return the next pseudo-word token."""
-        return VOCAB[int(self.next_unit() * len(VOCAB))]
+        # next_unit() inlined: this runs once per generated token.
+        self.state = state = (self.state * _MUL + _INC) & _MASK
+        return VOCAB[int((state >> 11) / _UNIT * len(VOCAB))]
