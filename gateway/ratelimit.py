@@ -107,7 +107,13 @@ class Check:
     ttl_s: int = 0
 
     def args(self, kind: str | None = None) -> list:
-        return [kind or SCRIPT_KIND[self.limit_kind], self.limit, self.param_us, self.slot, self.ttl_s]
+        """This check's ARGV values: code (kind and amount slot), limit, param[, budget key TTL]."""
+        kind = kind or SCRIPT_KIND[self.limit_kind]
+        param = self.param_us
+        if kind == "R":  # the script takes GCRA's µs per unit, not the window
+            param = -(-param // self.limit) if self.limit > 0 else 0
+        code = kind + self.slot
+        return [code, self.limit, param, self.ttl_s] if kind in "Bb" else [code, self.limit, param]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -119,38 +125,63 @@ class Plan:
     """
 
     checks: tuple[Check, ...]
-    keys: tuple[str, ...]
-    args: tuple  # every check's five ARGV values, flat
+    keys: tuple[str, ...]  # the rate checks' keys first (the script reads them with one MGET)
+    args: tuple  # ARGV after the request's five values: checks, rate checks, every check's values
     head: bytes  # RESP after `EVALSHA <sha>`: numkeys and KEYS
-    tail: bytes  # RESP of the checks' ARGV
+    tail: bytes  # RESP of `args`
     size: int  # RESP array length of the whole command
     impossible: Check | None  # a rate or concurrency limit of 0 refuses without asking Redis
-    requests_at: tuple[int, ...]  # positions of the requests-per-minute checks (headers)
-    tokens_at: tuple[int, ...]  # positions of the tokens-per-minute checks (headers)
+    headers: tuple  # per x-ratelimit-* trio: its three names and (answer position, limit, its text) per check
+    settlement: "Plan | None" = None  # the checks `settle` touches (requests per minute need nothing)
     expires: float = float("inf")
 
     @classmethod
-    def of(cls, checks: Sequence[Check], expires: float = float("inf"), kinds: Callable | None = None) -> "Plan":
+    def of(cls, checks: Sequence[Check], expires: float = float("inf"), kinds: Callable | None = None,
+           settlement: "Plan | None" = None) -> "Plan":
         """`kinds` maps a check to its script kind (lower case renews: `extend`)."""
-        keys = tuple(key for check in checks for key in check.keys)
-        args = tuple(arg for check in checks for arg in check.args(kinds(check) if kinds else None))
+        kind_of = [kinds(c) if kinds else SCRIPT_KIND[c.limit_kind] for c in checks]
+        rates = sum(kind == "R" for kind in kind_of)
+        keys = tuple(key for want in (True, False) for check, kind in zip(checks, kind_of)
+                     if (kind == "R") == want for key in check.keys)
+        args = (len(checks), rates, *(arg for check, kind in zip(checks, kind_of) for arg in check.args(kind)))
         impossible = next((c for c in checks if c.limit <= 0 and SCRIPT_KIND[c.limit_kind] != "B"), None)
         return cls(tuple(checks), keys, args, encode_args((len(keys), *keys)), encode_args(args),
-                   3 + len(keys) + len(HEAD_ARGS) + len(args), impossible,
-                   tuple(i for i, c in enumerate(checks) if c.limit_kind == LimitKind.REQUESTS_PER_MINUTE),
-                   tuple(i for i, c in enumerate(checks) if c.limit_kind == LimitKind.TOKENS_PER_MINUTE), expires)
+                   3 + len(keys) + len(HEAD_ARGS) + len(args), impossible, _header_spec(checks), settlement,
+                   expires)
+
+    @classmethod
+    def for_admission(cls, checks: Sequence[Check], expires: float = float("inf")) -> "Plan":
+        """The admission plan, carrying the plan its settle sends."""
+        return cls.of(checks, expires, settlement=cls.of(_settled(checks)))
 
     def argv(self, request_id: str, numbers: tuple[int, int, int, int]) -> list:
         """Every ARGV value (the redis-py client's call)."""
-        return [request_id, len(self.checks), *numbers, *self.args]
+        return [request_id, *numbers, *self.args]
 
     def packed(self, sha: str, request_id: str, numbers: tuple[int, int, int, int]) -> bytes:
         """The whole EVALSHA command in RESP (the pipelined client's call)."""
-        return b"".join((b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n" % (self.size, len(sha), sha.encode()), self.head,
-                         encode_args((request_id, len(self.checks), *numbers)), self.tail))
+        rid = request_id.encode()
+        values = b"".join(b"$%d\r\n%s\r\n" % (len(v), v) for v in (b"%d" % x for x in numbers))
+        return b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n%s$%d\r\n%s\r\n%s%s" % (
+            self.size, len(sha), sha.encode(), self.head, len(rid), rid, values, self.tail)
 
 
-HEAD_ARGS = ("request id", "checks", "reserved tokens", "reserved cost", "actual tokens", "actual cost")
+def _settled(checks: Sequence[Check]) -> list[Check]:
+    """The checks a settle touches: requests per minute were counted for good at admission."""
+    return [c for c in checks if c.limit_kind != LimitKind.REQUESTS_PER_MINUTE]
+
+
+def _header_spec(checks: Sequence[Check]) -> tuple:
+    spec = []
+    for kind, suffix in ((LimitKind.REQUESTS_PER_MINUTE, "requests"), (LimitKind.TOKENS_PER_MINUTE, "tokens")):
+        found = tuple((3 + 2 * i, c.limit, str(c.limit)) for i, c in enumerate(checks) if c.limit_kind == kind)
+        if found:
+            spec.append((f"x-ratelimit-limit-{suffix}", f"x-ratelimit-remaining-{suffix}",
+                         f"x-ratelimit-reset-{suffix}", found))
+    return tuple(spec)
+
+
+HEAD_ARGS = ("request id", "reserved tokens", "reserved cost", "actual tokens", "actual cost")
 PLAN_SECONDS = 60.0  # budget keys' TTLs may be this much too long: they live a week past the month anyway
 MAX_PLANS = 10_000
 
@@ -252,9 +283,10 @@ class RateLimiter:
     async def settle(self, reservation: Reservation, actual_tokens: int,
                      actual_cost_micros: int = 0) -> bool:
         """Record the actual spend, release the rest and the concurrency slot; False if Redis failed."""
-        if not reservation.checks:
+        settlement = self._settlement(reservation, actual_tokens, actual_cost_micros)
+        if not settlement[0].checks:  # only requests per minute: nothing to give back
             return True
-        return await self._quietly(*self._settlement(reservation, actual_tokens, actual_cost_micros))
+        return await self._quietly(*settlement)
 
     def settle_soon(self, reservation: Reservation, actual_tokens: int, actual_cost_micros: int = 0) -> None:
         """`settle` without waiting for Redis's answer (the gateway's request path).
@@ -266,9 +298,9 @@ class RateLimiter:
         event-loop iteration): then the old lease still counts there — the accepted race. A
         failed settle is dropped, like `settle`'s False.
         """
-        if not reservation.checks:
-            return
         settlement = self._settlement(reservation, actual_tokens, actual_cost_micros)
+        if not settlement[0].checks:
+            return
         sha, send = self._sha.get(SETTLE), getattr(self._client, "send_packed", None)
         if sha is None or send is None:  # first use, or a redis-py client: settle in a task
             self._in_background(self._quietly(*settlement))
@@ -289,7 +321,7 @@ class RateLimiter:
 
     @staticmethod
     def _settlement(reservation: Reservation, actual_tokens: int, actual_cost_micros: int) -> tuple:
-        plan = reservation.plan or Plan.of(reservation.checks)
+        plan = reservation.plan.settlement if reservation.plan else Plan.of(_settled(reservation.checks))
         numbers = (reservation.tokens, reservation.cost_micros, actual_tokens, actual_cost_micros)
         return plan, reservation.request_id, numbers
 
@@ -315,8 +347,8 @@ class RateLimiter:
             if len(self._plans) >= MAX_PLANS:
                 self._plans.clear()
             label, next_month = month_bounds(now)
-            plan = self._plans[cache_key] = Plan.of(self._checks(admission, label, int(next_month - now)),
-                                                    min(now + PLAN_SECONDS, next_month))
+            plan = self._plans[cache_key] = Plan.for_admission(
+                self._checks(admission, label, int(next_month - now)), min(now + PLAN_SECONDS, next_month))
         return plan
 
     def _checks(self, admission: Admission, label: str, month_left: int) -> list[Check]:
@@ -362,8 +394,8 @@ class RateLimiter:
         return self._sha[script]
 
     def _decision(self, admission: Admission, plan: Plan, result: list, now: float) -> Decision:
-        allowed, refused_index, retry_us = (int(x) for x in result[:3])
-        headers = _headers(plan, result)
+        allowed, refused_index, retry_us = result[0], result[1], result[2]
+        headers = _headers(plan, result) if plan.headers else {}
         if allowed:
             return Decision(Outcome.ADMITTED, headers=headers, reservation=Reservation(
                 admission.request_id, plan.checks, admission.worst_case_tokens, admission.max_cost_micros, plan))
@@ -392,12 +424,10 @@ def _headers(plan: Plan, result: list) -> dict[str, str]:
     `result` is the admit script's answer: after three values, (remaining, reset µs) per check.
     """
     headers = {}
-    for positions, suffix in ((plan.requests_at, "requests"), (plan.tokens_at, "tokens")):
-        if not positions:
-            continue
-        found = [(int(result[3 + 2 * i]), int(result[4 + 2 * i]), plan.checks[i].limit) for i in positions]
-        left, reset, limit = min(found, key=lambda f: (f[0] / f[2], f[0])) if len(found) > 1 else found[0]
-        headers[f"x-ratelimit-limit-{suffix}"] = str(limit)
-        headers[f"x-ratelimit-remaining-{suffix}"] = str(max(left, 0))
-        headers[f"x-ratelimit-reset-{suffix}"] = f"{math.ceil(reset / 1000) / 1000:g}s"
+    for limit_name, remaining_name, reset_name, found in plan.headers:
+        at, _, text = found[0] if len(found) == 1 else min(found, key=lambda f: (result[f[0]] / f[1], result[f[0]]))
+        left, reset = result[at], result[at + 1]
+        headers[limit_name] = text
+        headers[remaining_name] = str(left) if left > 0 else "0"
+        headers[reset_name] = f"{math.ceil(reset / 1000) / 1000:g}s"
     return headers

@@ -177,3 +177,19 @@ def test_unanswering_redis_times_out_per_policy():
         server.close()
         return decision
     assert asyncio.run(scenario()).outcome == Outcome.LIMITER_UNAVAILABLE
+
+
+def test_budget_keys_expire_also_when_the_emptied_reservation_set_is_made_again(prefix):
+    # Budget TTLs are set when a key is created, not on every request: the reservation zset
+    # vanishes when its last reservation settles, and the next admission must give it a TTL again.
+    async def scenario(limiter):
+        ttls = []
+        for _ in range(2):
+            decision = await limiter.admit(admission(tenant(monthly_tokens=10_000, requests_per_minute=100)))
+            ttls += [await limiter._client.ttl(key) for key in decision.reservation.checks[1].keys]
+            await limiter.settle(decision.reservation, actual_tokens=10)
+        used = await limiter._client.hget(decision.reservation.checks[1].keys[0], "used")
+        return ttls, used
+    ttls, used = run(scenario, prefix)
+    assert all(ttl > 7 * 86400 for ttl in ttls), ttls
+    assert used == b"20"
