@@ -231,39 +231,43 @@ class Engine:
 
     # ------------------------------------------------------------- update
     def update(self, scheduled: Scheduled) -> None:
-        """Apply a finished step: advance computed tokens, sample, finish."""
-        block_size = self.config.block_size
+        """Apply a finished step: advance computed tokens, sample, finish.
+
+        Sampling is inlined: this loop runs once per running request per step,
+        so it is the simulator's hottest code in zero-latency mode.
+        """
+        block_size, max_model_len = self.config.block_size, self.config.max_model_len
         cache_full_blocks = self.kv.cache_full_blocks
+        sampled = 0
         for req, n in scheduled.items():
             if req.finish_reason is not None:
                 continue  # aborted while the step was "running"
             req.num_computed_tokens = computed = req.num_computed_tokens + n
             if computed // block_size > req.num_cached_blocks:
                 cache_full_blocks(req)  # some block filled up this step
-            if computed >= len(req.all_tokens):
-                self._sample(req)
+            tokens = req.all_tokens
+            if computed < len(tokens):
+                continue  # chunked prefill not done yet
+            token = req.next_token()  # "" when EOS was drawn
+            tokens.append(token)
+            req.num_output_tokens = num_output = req.num_output_tokens + 1
+            sampled += 1
+            if len(tokens) >= (len(req.block_hashes) + 1) * block_size:
+                extend_block_hashes(req.block_hashes, tokens, block_size, req.cache_salt)
+            if req.first_token_time is None:
+                self._on_first_token(req)
+            if req.queue is not None:
+                req.queue.put_nowait(token)
+            if not token:
+                self._finish_running(req, "stop")
+            elif num_output >= req.max_tokens or len(tokens) >= max_model_len:
+                self._finish_running(req, "length")
+        self.stats.generation_tokens += sampled
 
-    def _sample(self, req: Request) -> None:
-        """Generate one token for ``req`` and finish it if a stop condition hit."""
-        eos = req.eos_probability > 0 and req.sampler.next_unit() < req.eos_probability
-        token = "" if eos else req.sampler.next_token()
-        tokens = req.all_tokens
-        tokens.append(token)
-        req.num_output_tokens = num_output = req.num_output_tokens + 1
-        self.stats.generation_tokens += 1
-        block_size = self.config.block_size
-        if len(tokens) >= (len(req.block_hashes) + 1) * block_size:
-            extend_block_hashes(req.block_hashes, tokens, block_size, req.cache_salt)
-        if req.first_token_time is None:
-            req.first_token_time = self._clock()
-            # Like vLLM, prompt tokens are counted in full (cache hits included).
-            self.stats.prompt_tokens += req.num_prompt_tokens
-        if req.queue is not None:
-            req.queue.put_nowait(token)
-        if eos:
-            self._finish_running(req, "stop")
-        elif num_output >= req.max_tokens or len(tokens) >= self.config.max_model_len:
-            self._finish_running(req, "length")
+    def _on_first_token(self, req: Request) -> None:
+        """Stamp the first token; like vLLM, count prompt tokens in full (cache hits included)."""
+        req.first_token_time = self._clock()
+        self.stats.prompt_tokens += req.num_prompt_tokens
 
     def _finish_running(self, req: Request, reason: str) -> None:
         """Finish a running request."""

@@ -9,7 +9,7 @@ from collections import deque
 from typing import Iterator, Optional
 
 from .kv_cache import Block
-from .tokenizer import TokenSampler
+from .tokenizer import sample_tokens
 
 _arrival_counter = itertools.count()
 
@@ -19,7 +19,7 @@ class Request:
 
     __slots__ = (
         "request_id", "all_tokens", "num_prompt_tokens", "max_tokens", "priority",
-        "cache_salt", "arrival_seq", "arrival_time", "sampler", "eos_probability",
+        "cache_salt", "arrival_seq", "arrival_time", "next_token", "eos_probability",
         "queue", "done", "num_output_tokens", "finish_reason",
         "num_computed_tokens", "blocks", "block_hashes", "num_cached_blocks",
         "num_cached_tokens", "scheduled_time", "first_token_time", "finished_time",
@@ -38,7 +38,8 @@ class Request:
         self.cache_salt = cache_salt
         self.arrival_seq = next(_arrival_counter)
         self.arrival_time = arrival_time
-        self.sampler = TokenSampler(seed)
+        # Output tokens are drawn one per engine step; "" means EOS was drawn.
+        self.next_token = sample_tokens(seed, eos_probability).__next__
         self.eos_probability = eos_probability
         # Streaming consumers get every token as soon as it is sampled; a None
         # item marks the end.  Non-streaming consumers only await ``done``.
