@@ -25,9 +25,10 @@ SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
                (b"cache-control", b"no-cache")]
 
 
-async def read_body(receive: Receive) -> bytes:
-    """Collect the full HTTP request body."""
-    msg = await receive()
+async def read_body(receive: Receive, msg: Optional[dict] = None) -> bytes:
+    """Collect the full HTTP request body (``msg``: its first message, if already received)."""
+    if msg is None:
+        msg = await receive()
     body = msg.get("body", b"")
     if not msg.get("more_body"):
         return body
@@ -68,9 +69,15 @@ class SimulatorApp:
         }
 
     async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
-        """ASGI entry point."""
+        """ASGI entry point: route by path, answering 404/405 with FastAPI's shapes like vLLM."""
         if scope["type"] == "http":
-            await self._http(scope, receive, send)
+            route = self.routes.get(scope["path"])
+            if route is None:
+                await send_bytes(send, 404, b'{"detail":"Not Found"}')
+            elif scope["method"] != route[0]:
+                await send_bytes(send, 405, b'{"detail":"Method Not Allowed"}')
+            else:
+                await route[1](receive, send)
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
 
@@ -85,15 +92,6 @@ class SimulatorApp:
                 await self.engine.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-
-    async def _http(self, scope: dict, receive: Receive, send: Send) -> None:
-        """Route by path, answering 404/405 with FastAPI's shapes like vLLM."""
-        route = self.routes.get(scope["path"])
-        if route is None:
-            return await send_bytes(send, 404, b'{"detail":"Not Found"}')
-        if scope["method"] != route[0]:
-            return await send_bytes(send, 405, b'{"detail":"Method Not Allowed"}')
-        await route[1](receive, send)
 
     # -------------------------------------------------------- simple routes
     async def _health(self, receive: Receive, send: Send) -> None:
@@ -120,13 +118,15 @@ class SimulatorApp:
         """Prometheus exposition of this instance's registry."""
         await send_bytes(send, 200, self.metrics.render(), CONTENT_TYPE_LATEST.encode())
 
-    async def _completions(self, receive: Receive, send: Send) -> None:
+    # These two return _generate's coroutine instead of awaiting it: one
+    # coroutine frame less per request.
+    def _completions(self, receive: Receive, send: Send) -> Awaitable[None]:
         """POST /v1/completions."""
-        await self._generate(receive, send, chat=False)
+        return self._generate(receive, send, chat=False)
 
-    async def _chat(self, receive: Receive, send: Send) -> None:
+    def _chat(self, receive: Receive, send: Send) -> Awaitable[None]:
         """POST /v1/chat/completions."""
-        await self._generate(receive, send, chat=True)
+        return self._generate(receive, send, chat=True)
 
     # ----------------------------------------------------------- generation
     def _make_request(self, params: protocol.GenerationParams, rid: str) -> Request:
@@ -140,7 +140,9 @@ class SimulatorApp:
     async def _generate(self, receive: Receive, send: Send, chat: bool) -> None:
         """Validate, enqueue, then answer (streaming or not); abort on disconnect."""
         try:
-            body = protocol.parse_json(await read_body(receive))
+            msg = await receive()  # the whole body, unless it is large
+            raw = await read_body(receive, msg) if msg.get("more_body") else msg.get("body", b"")
+            body = protocol.parse_json(raw)
             params = protocol.parse_request(body, chat, self.config, self.engine.max_request_tokens())
         except protocol.ProtocolError as exc:
             return await send_bytes(send, exc.status, protocol.error_body(exc.message, exc.status))
@@ -148,15 +150,20 @@ class SimulatorApp:
         req = self._make_request(params, rid)
         self.engine.add_request(req)
         watcher = asyncio.get_running_loop().create_task(self._watch_disconnect(receive, req))
+        answered = False
         try:
             if params.stream:
-                await self._stream(send, req, params)
+                answered = await self._stream(send, req, params)
             else:
-                await self._respond(send, req, params)
+                answered = await self._respond(send, req, params)
         except OSError:
             pass  # client went away while we were writing
         finally:
-            watcher.cancel()
+            if not answered:
+                watcher.cancel()
+            # Once the response is complete, the server's receive() answers
+            # http.disconnect (ASGI spec), so the watcher ends by itself; that
+            # is cheaper than cancelling it, which unwinds it with an exception.
             self.engine.abort(req)  # no-op unless we are bailing out early
 
     async def _watch_disconnect(self, receive: Receive, req: Request) -> None:
@@ -171,18 +178,19 @@ class SimulatorApp:
         """Usage object for a finished (or finishing) request."""
         return protocol.usage(req.num_prompt_tokens, req.num_output_tokens, req.num_cached_tokens or 0)
 
-    async def _respond(self, send: Send, req: Request, params: protocol.GenerationParams) -> None:
-        """Non-streaming: wait for completion, send one JSON body."""
+    async def _respond(self, send: Send, req: Request, params: protocol.GenerationParams) -> bool:
+        """Non-streaming: wait for completion, send one JSON body; False if aborted instead."""
         reason = await req.done
         if reason == "abort":
-            return
+            return False
         build = protocol.chat_response if params.chat else protocol.completion_response
         body = build(req.request_id, int(time.time()), self.config.served_model_name,
                      req.text(), reason, self._usage(req))
         await send_bytes(send, 200, body)
+        return True
 
-    async def _stream(self, send: Send, req: Request, params: protocol.GenerationParams) -> None:
-        """Streaming: one SSE chunk per token, as the engine produces them."""
+    async def _stream(self, send: Send, req: Request, params: protocol.GenerationParams) -> bool:
+        """Streaming: one SSE chunk per token, as the engine produces them; False if aborted."""
         enc = protocol.StreamEncoder(params.chat, req.request_id, int(time.time()),
                                      self.config.served_model_name)
         # Headers go out at once (as with vLLM's StreamingResponse); the first
@@ -195,13 +203,13 @@ class SimulatorApp:
                 items.append(queue.get_nowait())
             done = items[-1] is None
             if done and req.finish_reason == "abort":
-                return
+                return False
             chunks = self._chunks(enc, items, req, params, first=first)
             first = False
             await send({"type": "http.response.body", "body": "".join(chunks).encode(),
                         "more_body": not done})
             if done:
-                return
+                return True
 
     def _chunks(self, enc: protocol.StreamEncoder, items: list, req: Request,
                 params: protocol.GenerationParams, first: bool) -> list[str]:
