@@ -86,6 +86,7 @@ class Engine:
     def enqueue(self, req: Request) -> None:
         """Put a request in the waiting queue without touching the loop (tests step manually)."""
         req.arrival_time = self._clock()
+        req.length_limit = min(req.num_prompt_tokens + req.max_tokens, self.config.max_model_len)
         extend_block_hashes(req.block_hashes, req.all_tokens, self.config.block_size, req.cache_salt)
         self.waiting.add(req)
 
@@ -236,7 +237,7 @@ class Engine:
         Sampling is inlined: this loop runs once per running request per step,
         so it is the simulator's hottest code in zero-latency mode.
         """
-        block_size, max_model_len = self.config.block_size, self.config.max_model_len
+        block_size = self.config.block_size
         cache_full_blocks = self.kv.cache_full_blocks
         sampled = 0
         for req, n in scheduled.items():
@@ -250,7 +251,6 @@ class Engine:
                 continue  # chunked prefill not done yet
             token = req.next_token()  # "" when EOS was drawn
             tokens.append(token)
-            req.num_output_tokens = num_output = req.num_output_tokens + 1
             sampled += 1
             if len(tokens) >= (len(req.block_hashes) + 1) * block_size:
                 extend_block_hashes(req.block_hashes, tokens, block_size, req.cache_salt)
@@ -260,7 +260,7 @@ class Engine:
                 req.queue.put_nowait(token)
             if not token:
                 self._finish_running(req, "stop")
-            elif num_output >= req.max_tokens or len(tokens) >= max_model_len:
+            elif len(tokens) >= req.length_limit:  # max_tokens reached, or max_model_len
                 self._finish_running(req, "length")
         self.stats.generation_tokens += sampled
 

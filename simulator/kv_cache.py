@@ -156,7 +156,7 @@ class KVCacheManager:
             return True  # decode fast path: the current last block still has room
         need = self.blocks_needed(total_tokens) - len(req.blocks) - len(computed_blocks)
         # Cache hits sitting in the free queue stop being free once touched.
-        evictable_hits = sum(1 for b in computed_blocks if b.ref_cnt == 0)
+        evictable_hits = sum(1 for b in computed_blocks if b.ref_cnt == 0) if computed_blocks else 0
         if max(need, 0) + evictable_hits > self.pool.num_free:
             return False
         if computed_blocks:

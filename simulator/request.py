@@ -20,7 +20,7 @@ class Request:
     __slots__ = (
         "request_id", "all_tokens", "num_prompt_tokens", "max_tokens", "priority",
         "cache_salt", "arrival_seq", "arrival_time", "next_token", "eos_probability",
-        "queue", "done", "num_output_tokens", "finish_reason",
+        "queue", "done", "length_limit", "finish_reason",
         "num_computed_tokens", "blocks", "block_hashes", "num_cached_blocks",
         "num_cached_tokens", "scheduled_time", "first_token_time", "finished_time",
         "num_preemptions",
@@ -45,7 +45,9 @@ class Request:
         # item marks the end.  Non-streaming consumers only await ``done``.
         self.queue: Optional[asyncio.Queue] = asyncio.Queue() if stream else None
         self.done: Optional[asyncio.Future] = None
-        self.num_output_tokens = 0
+        # Total length (prompt + output) at which the request finishes with
+        # "length"; the engine caps it by max_model_len when it is queued.
+        self.length_limit = self.num_prompt_tokens + max_tokens
         self.finish_reason: Optional[str] = None
         self.num_computed_tokens = 0
         self.blocks: list[Block] = []
@@ -61,6 +63,11 @@ class Request:
     def num_tokens(self) -> int:
         """Prompt plus output tokens so far."""
         return len(self.all_tokens)
+
+    @property
+    def num_output_tokens(self) -> int:
+        """Tokens generated so far (they follow the prompt in ``all_tokens``)."""
+        return len(self.all_tokens) - self.num_prompt_tokens
 
     @property
     def finished(self) -> bool:
