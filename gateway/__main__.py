@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -46,7 +47,10 @@ def serve(args) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     django.setup()
     from gateway.app import build_app
+    from gateway.balance import ConnectionShare
     from gateway.corked import CorkedHttpToolsProtocol
+
+    CorkedHttpToolsProtocol.share = ConnectionShare.from_env() if args.reuse_port else None
 
     # No proxy-headers middleware (nothing reads the client address; it is a wrapper per request)
     # and no Server header; the backlog absorbs bursts of new connections.
@@ -77,8 +81,23 @@ def supervise(args) -> int:
     Every worker is a whole gateway (snapshot, key cache, engine connections, usage writer);
     limits and budgets stay exact across them because they are counted in Redis.
     """
+    from gateway.balance import ENV, create_table
+
     argv = [sys.executable, "-m", "gateway", "--host", args.host, "--port", str(args.port), "--workers", "1",
             "--log-level", args.log_level, "--reuse-port"]
+    table = tempfile.NamedTemporaryFile(prefix="switchyard-gateway-", suffix=".connections", delete=False).name
+    create_table(table, args.workers)
+
+    def start(index: int) -> subprocess.Popen:
+        return subprocess.Popen(argv, env={**os.environ, ENV: f"{table}:{index}:{args.workers}"})
+
+    try:
+        return _run_workers(args.workers, start)
+    finally:
+        os.unlink(table)
+
+
+def _run_workers(count: int, start) -> int:
     stopping = False
 
     def stop(signum, frame):
@@ -87,8 +106,8 @@ def supervise(args) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    workers = [subprocess.Popen(argv) for _ in range(args.workers)]
-    restarts = [0] * args.workers
+    workers = [start(index) for index in range(count)]
+    restarts = [0] * count
     while not stopping:
         time.sleep(0.2)
         for index, worker in enumerate(workers):
@@ -99,7 +118,7 @@ def supervise(args) -> int:
                   file=sys.stderr, flush=True)
             time.sleep(delay)
             restarts[index] += 1
-            workers[index] = subprocess.Popen(argv)
+            workers[index] = start(index)
     for worker in workers:  # each worker finishes its requests and writes its buffered usage
         if worker.poll() is None:
             worker.send_signal(signal.SIGTERM)

@@ -61,7 +61,25 @@ class CorkedTransport:
 
 
 class CorkedHttpToolsProtocol(HttpToolsProtocol):
-    """HttpToolsProtocol whose responses are written through a `CorkedTransport`."""
+    """HttpToolsProtocol whose responses are written through a `CorkedTransport`.
+
+    As a `--workers` worker it also keeps its share of connections (gateway.balance)."""
+
+    share = None  # a gateway.balance.ConnectionShare, set once per worker process
+    _shed = False
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(CorkedTransport(transport, self.loop))
+        if self.share is not None:
+            self.share.opened()
+
+    def connection_lost(self, exc) -> None:
+        super().connection_lost(exc)
+        if self.share is not None:
+            self.share.closed(self._shed)
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        if self.share is not None and not self._shed and self.cycle.keep_alive and self.share.should_shed():
+            self._shed = True
+            self.cycle.keep_alive = False  # answered in full, then closed: the client reconnects
