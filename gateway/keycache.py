@@ -14,7 +14,7 @@ from typing import Awaitable, Callable
 from gateway.snapshot import KeyInfo
 
 Loader = Callable[[str], Awaitable[KeyInfo | None]]
-MISSING = _MISSING = object()
+MISSING = object()
 
 
 class KeyCache:
@@ -41,7 +41,7 @@ class KeyCache:
     async def get(self, key_hash: str) -> KeyInfo | None:
         """The key for this hash, or None; at most one database lookup per hash at a time."""
         hit = self._cached(key_hash)
-        if hit is not _MISSING:
+        if hit is not MISSING:
             return hit
         pending = self._inflight.get(key_hash)
         if pending is not None:
@@ -55,11 +55,11 @@ class KeyCache:
     def _cached(self, key_hash: str):
         entry = self._entries.get(key_hash)
         if entry is None:
-            return _MISSING
+            return MISSING
         info, expires = entry
         if info is None and expires <= time.monotonic():
             del self._entries[key_hash]
-            return _MISSING
+            return MISSING
         self._entries.move_to_end(key_hash)
         return info
 

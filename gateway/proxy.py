@@ -15,7 +15,7 @@ from gateway import errors
 from gateway.http import SSE_HEADERS
 from gateway.snapshot import Upstream
 from gateway.sse import SseRelay
-from gateway.upstream import ConnectTimeout, UpstreamClient, UpstreamError, UpstreamResponse
+from gateway.upstream import UpstreamClient, UpstreamError, UpstreamResponse
 
 log = logging.getLogger("gateway.proxy")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -51,16 +51,14 @@ async def open_upstream(client: UpstreamClient, upstream: Upstream, kind: str, p
         async with asyncio.timeout(min(budget, timeouts.first_byte) if budget else timeouts.first_byte):
             response = await client.post(upstream.url + PATHS[kind], payload,
                                          ((b"content-type", b"application/json"), (b"x-request-id", rid.encode())))
-    except ConnectTimeout:
-        raise UpstreamFailure("connect", True, errors.upstream_failed()) from None
     except TimeoutError:
         if budget:
             raise UpstreamFailure(FALLBACK_BUDGET, False, errors.upstream_timeout()) from None
         raise UpstreamFailure("first_byte_timeout", False, errors.upstream_timeout()) from None
-    except UpstreamError:  # refused, reset, closed before the headers
+    except UpstreamError:  # refused, reset, no connection within the connect timeout, closed before the headers
         raise UpstreamFailure("connect", True, errors.upstream_failed()) from None
     if response.status >= 500:
-        response.release()
+        response.close()
         raise UpstreamFailure(f"status_{response.status}", True, errors.upstream_failed())
     return response
 

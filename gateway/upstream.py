@@ -98,7 +98,6 @@ class UpstreamResponse:
         self._released = True
         self._conn.finished(reuse=self._complete and self._error is None)
 
-    release = close
 
     # Called by the connection.
     def _feed(self, data: bytes) -> None:
