@@ -10,18 +10,14 @@ import json
 from gateway import errors
 from gateway.auth import authenticate, current_tenant
 from gateway.http import JSON_HEADERS, ClientGone, read_body, request_id, send_error, send_response
+from gateway.payload import json_object
 
 MAX_FEEDBACK_BODY = 4096
 
 
 def parse_feedback(body: bytes) -> tuple[str, bool]:
     """`{"request_id": "...", "accepted": true|false}`, or a 400."""
-    try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise errors.bad_request("invalid_json", "The request body is not valid JSON.") from None
-    if not isinstance(payload, dict):
-        raise errors.bad_request("invalid_body", "The request body must be a JSON object.")
+    payload = json_object(body)
     rid, accepted = payload.get("request_id"), payload.get("accepted")
     if not isinstance(rid, str) or not 1 <= len(rid) <= 64:
         raise errors.bad_request("invalid_request_id", "'request_id' must be a string of 1 to 64 characters.")

@@ -15,14 +15,20 @@ BATCH_PRIORITY = 10  # vLLM runs lower numbers first; interactive requests keep 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-def parse_payload(body: bytes, kind: str) -> dict:
-    """A JSON object naming a model, with a prompt (completions) or messages (chat)."""
+def json_object(body: bytes) -> dict:
+    """The request body as a JSON object, or a 400 saying what it is instead."""
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         raise errors.bad_request("invalid_json", "The request body is not valid JSON.") from None
     if not isinstance(payload, dict):
         raise errors.bad_request("invalid_body", "The request body must be a JSON object.")
+    return payload
+
+
+def parse_payload(body: bytes, kind: str) -> dict:
+    """A JSON object naming a model, with a prompt (completions) or messages (chat)."""
+    payload = json_object(body)
     model = payload.get("model")
     if not isinstance(model, str) or not model:
         raise errors.bad_request("missing_model", "Name a model in the 'model' field.")
