@@ -27,13 +27,15 @@ def free_port() -> int:
 
 
 def wait_http(url: str, *, timeout: float = 30.0, proc: subprocess.Popen | None = None,
-              headers: dict | None = None, accept=lambda status, body: status == 200) -> None:
-    """Poll url until `accept(status, body)`; fail early if proc exits."""
+              headers: dict | None = None, accept=lambda status, body: status == 200, interval: float = 0.05,
+              output=lambda: "") -> None:
+    """Poll url until `accept(status, body)`; fail early if proc exits. Errors end with `output()`
+    (e.g. the process's log)."""
     deadline = time.monotonic() + timeout
     last = "no answer"
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{' '.join(map(str, proc.args))} exited with {proc.returncode}")
+            raise RuntimeError(f"{' '.join(map(str, proc.args))} exited with {proc.returncode}\n{output()}")
         try:
             with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=1) as response:
                 status, body = response.status, response.read()
@@ -44,8 +46,8 @@ def wait_http(url: str, *, timeout: float = 30.0, proc: subprocess.Popen | None 
         if status is not None and accept(status, body):
             return
         last = f"{status} {body[:200]!r}"
-        time.sleep(0.05)
-    raise RuntimeError(f"{url} not ready after {timeout:.0f} s: {last}")
+        time.sleep(interval)
+    raise RuntimeError(f"{url} not ready after {timeout:.0f} s: {last}\n{output()}")
 
 
 class Processes:
@@ -85,18 +87,20 @@ class Processes:
         self._started.remove(proc)
 
 
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the process group, SIGKILL after 5 s."""
+def stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGTERM the process group (engines have children), SIGKILL what lingers past `grace` seconds."""
     if proc.poll() is not None:
         return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
-    except ProcessLookupError:
-        pass
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def stderr_tail(proc: subprocess.Popen, limit: int = 2000) -> str:

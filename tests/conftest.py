@@ -12,6 +12,7 @@ from django.db.backends.signals import connection_created
 from rest_framework.test import APIClient
 
 from tests.factories import make_key, make_member, make_tenant, make_user
+from tests.processes import ENGINE_PYTHON
 
 
 def _allow_audit_maintenance(sender, connection, **kwargs):
@@ -51,17 +52,16 @@ def tiny_vllm_url(tiny_model_dir, tmp_path_factory) -> str:
     from models_registry.engine_args import render_vllm_argv
     from models_registry.models import Model, ModelFamily, ModelVersion
     from models_registry.services import TINY_CODER, TINY_CODER_ENGINE_ARGS
-    from tests.processes import free_port, start_vllm, stop_group
+    from tests.processes import free_port, start_vllm, stop
 
     version = ModelVersion(model=Model(name=TINY_CODER, family=ModelFamily.LLAMA), version="v1", dtype="float32",
                            artifact_uri=str(tiny_model_dir), engine_args=TINY_CODER_ENGINE_ARGS)
     argv = render_vllm_argv(version, model_path=str(tiny_model_dir), served_model_name=TINY_CODER, port=free_port())
     proc, url = start_vllm(argv, tmp_path_factory.mktemp("logs") / "vllm.log")
     yield url
-    stop_group(proc, grace=30)
+    stop(proc, grace=30)
 
 
-ENGINE_PYTHON = Path(__file__).resolve().parent.parent / ".venv-engine" / "bin" / "python"
 
 
 def pytest_collection_modifyitems(config, items):

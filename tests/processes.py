@@ -1,4 +1,4 @@
-"""Real processes for tests: free ports, health waits, process-group stops, simulators and one vLLM.
+"""Real processes for tests: simulators and one vLLM, started and stopped with bench/_procs.py's helpers.
 
 Every suite that starts an engine goes through here, so start-up, readiness and clean-up behave
 the same everywhere (and a failing start shows the process's own output).
@@ -6,57 +6,16 @@ the same everywhere (and a failing start shows the process's own output).
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
+from bench._procs import REPO_ROOT, free_port, stop, wait_http  # noqa: F401  (free_port: for the suites that import it from here)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 ENGINE_PYTHON = REPO_ROOT / ".venv-engine" / "bin" / "python"
 # A deadline, not a timing assertion: vLLM's start-up is ~45 s on an idle machine, minutes on a busy one.
 VLLM_START_DEADLINE_SECONDS = 900
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float, *, output=lambda: "", interval: float = 0.05):
-    """Until GET {url}/health answers 200; RuntimeError with the process's output if it dies or times out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[:3]} exited with {proc.returncode}:\n{output()}")
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(interval)
-    raise RuntimeError(f"{url} did not become healthy within {timeout:g} s:\n{output()}")
-
-
-def stop_group(proc: subprocess.Popen, grace: float = 20.0) -> None:
-    """SIGTERM the process group (engines have children), SIGKILL what lingers past `grace`."""
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def start_simulator(model: str, *args: str, timeout: float = 20.0) -> tuple[subprocess.Popen, str]:
@@ -67,9 +26,10 @@ def start_simulator(model: str, *args: str, timeout: float = 20.0) -> tuple[subp
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url, proc, timeout, output=lambda: proc.stderr.read().decode() if proc.poll() is not None else "")
+        wait_http(url + "/health", proc=proc, timeout=timeout,
+                  output=lambda: proc.stderr.read().decode() if proc.poll() is not None else "")
     except RuntimeError:
-        stop_group(proc)
+        stop(proc, grace=20)
         raise
     return proc, url
 
@@ -84,9 +44,9 @@ def start_vllm(argv: list[str], log_path: Path) -> tuple[subprocess.Popen, str]:
     log.close()  # the child keeps its own descriptor
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url, proc, VLLM_START_DEADLINE_SECONDS, output=lambda: log_path.read_text()[-4000:],
-                     interval=1.0)
+        wait_http(url + "/health", proc=proc, timeout=VLLM_START_DEADLINE_SECONDS, interval=1.0,
+                  output=lambda: log_path.read_text()[-4000:])
     except RuntimeError:
-        stop_group(proc, grace=30)
+        stop(proc, grace=30)
         raise
     return proc, url

@@ -22,7 +22,7 @@ from fleet.models import Deployment, Instance
 from fleet.states import InstanceState
 from fleet.transitions import FLEET
 from tests.fleet.conftest import NAMESPACE, engine_pids
-from tests.processes import stop_group
+from tests.processes import stop
 
 S = InstanceState
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +68,7 @@ def celery_worker(tmp_path, fleet_settings):
         cwd=REPO, env=worker_env(queue, tmp_path / "engines"), stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True)
     yield proc
-    stop_group(proc)
+    stop(proc, grace=20)
     log.close()
     app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
     print((tmp_path / "worker.log").read_text()[-4000:])

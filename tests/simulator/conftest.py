@@ -33,7 +33,7 @@ def start_simulator() -> Iterator[Callable[..., str]]:
 
     yield _start
     for proc in procs:
-        processes.stop_group(proc, grace=5)
+        processes.stop(proc, grace=5)
 
 
 @pytest.fixture(scope="module")
