@@ -8,6 +8,7 @@ from gateway.snapshot import DEFAULT_POLICY, Pool, Upstream
 
 log = logging.getLogger("gateway.routing")
 KINDS = {"chat": "chat", "completions": "completion"}
+MAX_CACHED_POOLS = 256
 
 
 class PolicyChooser:
@@ -16,6 +17,10 @@ class PolicyChooser:
     def __init__(self, observe_placement=None):
         self._policies: dict[tuple, object] = {}
         self._observe_placement = observe_placement
+        # Per pools tuple, by identity (a snapshot keeps its tuples, so the same object comes back
+        # on every request): (the pools, their engines by endpoint id, the policy). The entry holds
+        # the tuple, so its id cannot be reused while it is cached.
+        self._by_pools: dict[int, tuple] = {}
 
     def choose(self, pools: tuple[Pool, ...], hints, live: dict) -> Upstream | None:
         """The policy's pick among the pools' engines; None when none is eligible.
@@ -24,14 +29,18 @@ class PolicyChooser:
         already tried for this request). Unusable engines stay in the list, marked ejected, so
         a hash ring keeps its shape and only their keys move.
         """
-        upstreams = {str(u.instance_id): u for pool in pools for u in pool.upstreams}
-        endpoints = [Endpoint(id=eid, url=u.url, outstanding=live["outstanding"].get(u.instance_id, 0),
-                              ttft_ewma=live["ttft"].get(u.instance_id),
-                              ejected=u.instance_id in live["unusable"])
+        entry = self._by_pools.get(id(pools))
+        if entry is None:
+            if len(self._by_pools) >= MAX_CACHED_POOLS:  # old snapshots' tuples: let them go
+                self._by_pools.clear()
+            entry = self._by_pools[id(pools)] = (
+                pools, {str(u.instance_id): u for pool in pools for u in pool.upstreams}, self._policy(pools))
+        _, upstreams, policy = entry
+        outstanding, ttft, unusable = live["outstanding"], live["ttft"], live["unusable"]
+        endpoints = [Endpoint(eid, u.url, 1.0, outstanding.get(u.instance_id, 0), ttft.get(u.instance_id), True,
+                              u.instance_id in unusable)
                      for eid, u in upstreams.items()]
-        policy = self._policy(pools)
-        request = RouteRequest(tenant_id=str(hints.tenant_id), model=hints.model, affinity_key=hints.affinity,
-                               prefix_key=self._prefix(policy, hints))
+        request = RouteRequest(str(hints.tenant_id), hints.model, hints.affinity, self._prefix(policy, hints))
         try:
             return upstreams[policy.choose(endpoints, request).id]
         except NoEligibleEndpoint:

@@ -63,13 +63,17 @@ class PrefixAffinity(RoutingPolicy):
         key = request.affinity_key or request.prefix_key
         if key is None:
             return self._record(least_loaded(candidates, self._rng))
+        ring = self._ring(endpoints)
+        if ring.size == 1:  # one engine: it is every key's home (nothing to hash or bound)
+            self._observe(True)
+            return self._record(candidates[0])
         by_id = {e.id: e for e in candidates}
         within_inflight = self._inflight_check(candidates)
         within_share = self._share_check(candidates)
         # Tenants are hashed in: their prefix caches are salted apart anyway, and a common
         # system prompt must not put every tenant on one engine.
         first_within_inflight = None
-        for place, endpoint_id in enumerate(self._ring(endpoints).walk(f"{request.tenant_id}\x00{key}")):
+        for place, endpoint_id in enumerate(ring.walk(f"{request.tenant_id}\x00{key}")):
             endpoint = by_id.get(endpoint_id)
             if endpoint is None or not within_inflight(endpoint):
                 continue
@@ -86,18 +90,23 @@ class PrefixAffinity(RoutingPolicy):
         return self._record(endpoint)
 
     def _inflight_check(self, candidates: Sequence[Endpoint]) -> Callable[[Endpoint], bool]:
-        total, weights = sum(e.outstanding for e in candidates), sum(e.weight for e in candidates)
-        return lambda e: e.outstanding + 1 <= load_bound(
-            (total + 1) * e.weight / weights, self._balance, INFLIGHT_HEADROOM)
+        total = weights = 0
+        for e in candidates:
+            total += e.outstanding
+            weights += e.weight
+        balance = self._balance
+        return lambda e: e.outstanding + 1 <= load_bound((total + 1) * e.weight / weights, balance, INFLIGHT_HEADROOM)
 
     def _share_check(self, candidates: Sequence[Endpoint]) -> Callable[[Endpoint], bool]:
         recent = self._recent
         if recent is None:
             return lambda e: True
         # Only the candidates' placements count: an ejected engine's past share is not a load now.
-        total, weights = sum(recent.count(e.id) for e in candidates), sum(e.weight for e in candidates)
-        return lambda e: recent.count(e.id) + 1 <= load_bound(
-            (total + 1) * e.weight / weights, self._balance, SHARE_HEADROOM)
+        count, total, weights, balance = recent.count, 0, 0, self._balance
+        for e in candidates:
+            total += count(e.id)
+            weights += e.weight
+        return lambda e: count(e.id) + 1 <= load_bound((total + 1) * e.weight / weights, balance, SHARE_HEADROOM)
 
     def _record(self, endpoint: Endpoint) -> Endpoint:
         if self._recent is not None:
@@ -107,11 +116,14 @@ class PrefixAffinity(RoutingPolicy):
     def _ring(self, endpoints: Sequence[Endpoint]) -> HashRing:
         # The ring holds every weighted endpoint, healthy or not: an ejected engine's keys
         # move to its ring successors and come back when it returns; nothing else moves.
-        shape = tuple(sorted((e.id, e.weight) for e in endpoints if e.weight > 0))
-        ring = self._rings.get(shape)
+        # Cached by the members in the order given (a pool lists its engines in a stable
+        # order); the ring itself does not depend on that order.
+        members = tuple((e.id, e.weight) for e in endpoints if e.weight > 0)
+        ring = self._rings.get(members)
         if ring is None:
-            ring = self._rings[shape] = HashRing(shape, self._vnodes)
+            ring = self._rings[members] = HashRing(sorted(members), self._vnodes)
             if len(self._rings) > RING_CACHE_SIZE:
                 self._rings.popitem(last=False)
-        self._rings.move_to_end(shape)
+        elif len(self._rings) > 1:
+            self._rings.move_to_end(members)
         return ring
