@@ -48,9 +48,9 @@ async def open_upstream(client: UpstreamClient, upstream: Upstream, kind: str, p
     `FALLBACK_BUDGET` failure instead of being waited for until the first-byte timeout.
     """
     try:
-        async with asyncio.timeout(min(budget, timeouts.first_byte) if budget else timeouts.first_byte):
-            response = await client.post(upstream.url + PATHS[kind], payload,
-                                         ((b"content-type", b"application/json"), (b"x-request-id", rid.encode())))
+        response = await client.post(upstream.url + PATHS[kind], payload,
+                                     ((b"content-type", b"application/json"), (b"x-request-id", rid.encode())),
+                                     min(budget, timeouts.first_byte) if budget else timeouts.first_byte)
     except TimeoutError:
         if budget:
             raise UpstreamFailure(FALLBACK_BUDGET, False, errors.upstream_timeout()) from None

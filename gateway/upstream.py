@@ -12,8 +12,10 @@ CPU per call on this project's 2-core machines, the single largest item in the g
   from the engine pauses while more than `HIGH_WATER` bytes wait for a slow client;
 - `close()` before the response is complete closes the connection, which is how vLLM learns to
   abort a generation; after a complete response it returns the connection to the pool.
-Timeouts are the caller's (`asyncio.timeout` around each await), except connecting, which has
-its own (`ConnectTimeout`). Every failure to talk to the engine is an `UpstreamError`.
+Timeouts: connecting has its own (`ConnectTimeout`); `request`/`post` take an optional deadline
+for the response headers (a timer on the waiting future: cheaper than `asyncio.timeout` on every
+request, and on expiry the connection is closed, which aborts the engine's work); body reads are
+bounded by the caller. Every failure to talk to the engine is an `UpstreamError`.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import httptools
 HIGH_WATER = 256 * 1024
 LOW_WATER = 64 * 1024
 COALESCE_LIMIT = 256 * 1024  # request bodies up to this size are sent in one write with their head
+MAX_ROUTES = 4096  # cached request heads (method, URL); engines come and go, so the cache is bounded
 
 
 class UpstreamError(Exception):
@@ -238,17 +241,20 @@ class _Pool:
         self.host_header = f"{host}:{port}".encode()
         self.idle: list[_Connection] = []
 
-    async def acquire(self) -> tuple[_Connection, bool]:
-        """An idle connection (True: reused) or a new one."""
+    def take_idle(self) -> _Connection | None:
+        """The most recently used idle connection that is still fresh, if any."""
+        idle = self.idle
+        if not idle:
+            return None
         now = time.monotonic()
-        while self.idle:
-            conn = self.idle.pop()
+        while idle:
+            conn = idle.pop()
             if conn.open and now - conn.idle_since < self.client.keepalive_seconds:
-                return conn, True
+                return conn
             conn.abort()
-        return await self._connect(), False
+        return None
 
-    async def _connect(self) -> _Connection:
+    async def connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.client.connect_timeout):
@@ -283,40 +289,65 @@ class UpstreamClient:
         self.max_idle_per_engine = max_idle_per_engine
         self.closed = False
         self._pools: dict[str, _Pool] = {}
+        self._routes: dict[tuple[bytes, str], tuple[_Pool, bytes]] = {}
         self._ssl: ssl.SSLContext | None = None
 
-    async def post(self, url: str, body: bytes, headers: tuple[tuple[bytes, bytes], ...] = ()) -> UpstreamResponse:
-        """Send a POST and wait for the response's status and headers (the body follows)."""
-        return await self.request(b"POST", url, body, headers)
+    async def post(self, url: str, body: bytes, headers: tuple[tuple[bytes, bytes], ...] = (),
+                   timeout: float | None = None) -> UpstreamResponse:
+        """Send a POST and wait for the response's status and headers (the body follows).
+
+        With `timeout` (seconds), raises TimeoutError when the headers have not arrived by then."""
+        return await self.request(b"POST", url, body, headers, timeout)
 
     async def get(self, url: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> UpstreamResponse:
         return await self.request(b"GET", url, b"", headers)
 
-    async def request(self, method: bytes, url: str, body: bytes, headers) -> UpstreamResponse:
+    async def request(self, method: bytes, url: str, body: bytes, headers,
+                      timeout: float | None = None) -> UpstreamResponse:
         if self.closed:
             raise UpstreamError("the gateway is shutting down")
-        pool, path = self._pool_for(url)
-        head = b"".join((method, b" ", path, b" HTTP/1.1\r\nhost: ", pool.host_header,
-                         b"\r\ncontent-length: ", str(len(body)).encode(), b"\r\n",
-                         *(b"%s: %s\r\n" % pair for pair in headers), b"\r\n"))
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        pool, start = self._route(method, url)
+        head = b"%scontent-length: %d\r\n%s\r\n" % (start, len(body),
+                                                       b"".join([b"%s: %s\r\n" % pair for pair in headers]))
         for attempt in (1, 2):
-            conn, reused = await pool.acquire()
+            conn = pool.take_idle()
+            reused = conn is not None
+            if conn is None:
+                conn = await (pool.connect() if deadline is None else
+                              asyncio.wait_for(pool.connect(), max(0.0, deadline - loop.time())))
             started = conn.send(head, body)
+            timer = None if deadline is None else loop.call_at(deadline, _expire, started)
             try:
                 return await started
             except _Stale:
                 if reused and attempt == 1:
                     continue  # the engine had closed it while idle; it never saw this request
                 raise UpstreamError("the engine closed the connection") from None
-            except BaseException:  # a timeout or cancellation around us: the engine must stop too
+            except BaseException:  # a timeout or cancellation: the engine must stop too
                 conn.abort()
                 raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
         raise AssertionError("unreachable")
 
     def ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
             self._ssl = ssl.create_default_context()
         return self._ssl
+
+    def _route(self, method: bytes, url: str) -> tuple[_Pool, bytes]:
+        """The engine's pool and the request head up to its content-length, cached per URL."""
+        found = self._routes.get((method, url))
+        if found is None:
+            if len(self._routes) >= MAX_ROUTES:
+                self._routes.clear()
+            pool, path = self._pool_for(url)
+            found = self._routes[(method, url)] = (
+                pool, b"%s %s HTTP/1.1\r\nhost: %s\r\n" % (method, path, pool.host_header))
+        return found
 
     def _pool_for(self, url: str) -> tuple[_Pool, bytes]:
         base, _, rest = url.partition("://")
@@ -334,3 +365,8 @@ class UpstreamClient:
         self.closed = True
         for pool in self._pools.values():
             pool.close()
+
+
+def _expire(started: asyncio.Future) -> None:
+    if not started.done():
+        started.set_exception(TimeoutError())

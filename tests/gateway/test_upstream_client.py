@@ -149,6 +149,39 @@ def test_a_timeout_while_waiting_for_headers_closes_the_connection():
     run(scenario)
 
 
+def test_the_clients_own_header_deadline_raises_timeout_and_closes_the_connection():
+    async def scenario():
+        async def silent(reader, writer, head, body):
+            await reader.read()  # never answers; returns when the client closes
+
+        async with Server(silent) as server:
+            client = UpstreamClient(connect_timeout=2)
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(TimeoutError):
+                await client.post(server.url + "/x", b"{}", timeout=0.1)
+            assert 0.09 <= asyncio.get_running_loop().time() - started < 1.0
+            await asyncio.wait_for(server.closed_by_client.wait(), 2)  # the engine learns to stop
+            assert not client._pools[server.url].idle
+            await client.close()
+    run(scenario)
+
+
+def test_a_met_deadline_does_not_fire_later():
+    async def scenario():
+        async with Server(ok(b'{"n": 1}')) as server:
+            client = UpstreamClient(connect_timeout=2)
+            response = await client.post(server.url + "/x", b"{}", timeout=0.05)
+            assert await response.read() == b'{"n": 1}'
+            response.close()
+            await asyncio.sleep(0.1)  # past the first call's deadline
+            second = await client.post(server.url + "/x", b"{}", timeout=0.05)
+            assert second.status == 200 and await second.read() == b'{"n": 1}'
+            second.close()
+            assert server.connections == 1  # kept alive across both
+            await client.close()
+    run(scenario)
+
+
 def test_refused_reset_and_malformed_answers_are_upstream_errors():
     async def scenario():
         with socket.socket() as probe:  # a port nobody listens on
