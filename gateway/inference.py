@@ -43,6 +43,8 @@ class Call:
     batch: bool
     use_cache: bool = True  # the client did not send x-switchyard-cache: no
     answer: bytes | None = None  # a whole 200 answer, kept for the de-duplication cache
+    raw: bytes = b""  # the body as it came, forwarded unchanged while `payload` is still `parsed`
+    parsed: dict | None = None
 
 
 class InferenceHandler:
@@ -81,7 +83,8 @@ class InferenceHandler:
         if tenant.over_budget is not None:
             state.metrics.limit_rejections.labels(str(tenant.id), budget_name(tenant.over_budget)).inc()
             raise over_budget(tenant.over_budget, time.time())
-        payload = parse_payload(await read_body(scope, receive, state.config.max_body_bytes), record.endpoint)
+        raw = await read_body(scope, receive, state.config.max_body_bytes)
+        payload = parse_payload(raw, record.endpoint)
         record.model_name, record.streamed = payload["model"], bool(payload.get("stream"))
         pools = snapshot.pools_for(tenant.id, payload["model"])
         if pools is None:  # another tenant's dedicated model is as unknown as a made-up name
@@ -94,7 +97,7 @@ class InferenceHandler:
                            affinity.decode("latin-1") if affinity else None, tenant.id)
         batch = (header(scope, b"x-switchyard-priority") or b"").lower() == b"batch"
         use_cache = (header(scope, OPT_OUT_HEADER) or b"").lower() != b"no"
-        return Call(record.endpoint, key, tenant, pools, payload, hints, batch, use_cache)
+        return Call(record.endpoint, key, tenant, pools, payload, hints, batch, use_cache, raw=raw, parsed=payload)
 
     async def _admitted(self, call: Call, client: ClientStream, record: RequestRecord) -> None:
         """Take the limits' reservation, then serve; the reservation is settled whatever happens."""
@@ -261,8 +264,11 @@ class InferenceHandler:
     def _encode(self, call: Call, upstream) -> bytes:
         pool = next(p for p in call.pools if p.deployment_id == upstream.deployment_id)
         priority = BATCH_PRIORITY if call.batch and pool.supports_priority else None
-        return upstream_body(call.payload, salt=call.tenant.cache_salt if upstream.shared else None,
-                             priority=priority)
+        salt = call.tenant.cache_salt if upstream.shared else None
+        payload = call.payload
+        if payload is call.parsed and not (salt or priority or payload.get("stream") or "priority" in payload):
+            return call.raw  # nothing to add, remove or redact: re-encoding would give the same request
+        return upstream_body(payload, salt=salt, priority=priority)
 
     async def _relay(self, call: Call, response, client: ClientStream, record, token_cap, first) -> None:
         idle = self.state.timeouts.idle

@@ -264,5 +264,6 @@ def redact_body(body: dict, mode: RedactionMode | str = RedactionMode.REDACT) ->
             new[name] = _redact_prompt(new[name], counts)
     if isinstance(new.get("messages"), list):
         new["messages"] = _redact_messages(new["messages"], counts)
-    forwarded = new if mode == RedactionMode.REDACT else body
+    # Nothing found: the caller's own body goes on (so it can be forwarded as it came).
+    forwarded = new if mode == RedactionMode.REDACT and counts else body
     return RedactionResult(forwarded, dict(counts), mode)
