@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -12,6 +13,8 @@ from .tokenizer import render_chat, tokenize
 DEFAULT_MAX_TOKENS = 16
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# What ``_dumps`` does for a str, without its method dispatch.
+_string = encode_basestring
 
 # HTTP status -> vLLM's ``error.type`` string.
 ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 405: "MethodNotAllowed",
@@ -53,10 +56,21 @@ class GenerationParams:
     ignore_eos: bool
 
 
+_decode = json.JSONDecoder().decode
+
+
+def _loads(raw: bytes) -> Any:
+    """``json.loads(raw)``, skipping its encoding sniffing for the usual UTF-8 object body."""
+    if raw[:1] == b"{" and raw[1:2] not in (b"", b"\x00"):
+        # What json.detect_encoding answers for such a body, decoded the way json.loads does.
+        return _decode(raw.decode("utf-8", "surrogatepass"))
+    return json.loads(raw)
+
+
 def parse_json(raw: bytes) -> dict:
     """Decode a request body that must be a JSON object."""
     try:
-        body = json.loads(raw)
+        body = _loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"Invalid JSON body: {exc}") from None
     if not isinstance(body, dict):
@@ -190,13 +204,13 @@ def usage_json(use: dict) -> str:
 
 def completion_response(rid: str, created: int, model: str, text: str, finish: str, use: dict) -> bytes:
     """Non-streaming /v1/completions body."""
-    return (_COMPLETION % (_dumps(rid), created, _dumps(model), _dumps(text), _dumps(finish),
+    return (_COMPLETION % (_string(rid), created, _string(model), _string(text), _string(finish),
                            usage_json(use))).encode()
 
 
 def chat_response(rid: str, created: int, model: str, text: str, finish: str, use: dict) -> bytes:
     """Non-streaming /v1/chat/completions body."""
-    return (_CHAT % (_dumps(rid), created, _dumps(model), _dumps(text), _dumps(finish),
+    return (_CHAT % (_string(rid), created, _string(model), _string(text), _string(finish),
                      usage_json(use))).encode()
 
 

@@ -33,3 +33,35 @@ def test_asgi_callable_directly():
     status, body = asyncio.run(scenario())
     assert status == 200
     assert body["object"] == "chat.completion" and body["usage"]["completion_tokens"] == 2
+
+
+def test_non_streaming_request_is_aborted_when_its_client_disconnects():
+    async def scenario() -> tuple[list, dict]:
+        app = build_app(SimulatorConfig(served_model_name=MODEL, decode_ms_per_token=50,
+                                        prefill_ms_per_token=0))
+        body = b'{"prompt": "hello there", "max_tokens": 1000}'
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        gone = asyncio.Event()
+
+        async def receive() -> dict:
+            if messages:
+                return messages.pop()
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        sent: list = []
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        handler = asyncio.create_task(app({"type": "http", "path": "/v1/completions", "method": "POST"},
+                                          receive, send))
+        await asyncio.sleep(0.05)
+        gone.set()  # the client hangs up mid-generation
+        await asyncio.wait_for(handler, 5)
+        await app.engine.stop()
+        return sent, dict(app.engine.stats.finished)
+
+    sent, finished = asyncio.run(scenario())
+    assert sent == []
+    assert finished["abort"] == 1 and finished["length"] == 0

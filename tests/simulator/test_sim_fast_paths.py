@@ -1,0 +1,68 @@
+"""The simulator's fast paths give exactly what the plain way of doing the same thing gives."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from simulator import protocol
+from simulator.tokenizer import SAMPLE_BATCH, TokenSampler, sample_tokens, tokenize
+
+
+def reference_tokens(seed: int, eos_probability: float, n: int) -> list[str]:
+    """One draw at a time with TokenSampler: the definition of a request's output."""
+    sampler, out = TokenSampler(seed), []
+    while len(out) < n:
+        if eos_probability > 0 and sampler.next_unit() < eos_probability:
+            out.append("")
+        else:
+            out.append(sampler.next_token())
+    return out
+
+
+@pytest.mark.parametrize("eos_probability", [0.0, 0.1, 0.5, 1.0])
+@pytest.mark.parametrize("seed", [0, 1, 7 << 32, 2**64 - 1])
+def test_batched_sampling_draws_the_same_tokens(seed, eos_probability):
+    n = 3 * SAMPLE_BATCH + 5  # across several batch boundaries
+    drawn = list(itertools.islice(sample_tokens(seed, eos_probability), n))
+    assert drawn == reference_tokens(seed, eos_probability, n)
+
+
+@pytest.mark.parametrize("text", ["", "abc", "abcd", "def f(n):\n    return n\n", "é😀\n\r\x00 \u2028x" * 3])
+def test_tokenize_matches_slicing(text):
+    assert tokenize(text) == [text[i:i + 4] for i in range(0, len(text), 4)]
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"prompt":"hi","max_tokens":2}', b"{}", '{"prompt":"\u00e9\u00e8"}'.encode(),
+    b'{"prompt":"\xed\xa0\x80"}', b'{"prompt":"\xff"}', b"{", b"{\x00", b"[1]", b" {}",
+    b'\xef\xbb\xbf{"a":1}', '{"a":1}'.encode("utf-16-le"), '{"a":1}'.encode("utf-16"),
+])
+def test_parse_json_matches_json_loads(raw):
+    try:
+        expected = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        with pytest.raises(protocol.ProtocolError) as err:
+            protocol.parse_json(raw)
+        assert err.value.message == f"Invalid JSON body: {exc}"
+        return
+    if isinstance(expected, dict):
+        assert protocol.parse_json(raw) == expected
+    else:
+        with pytest.raises(protocol.ProtocolError):
+            protocol.parse_json(raw)
+
+
+@pytest.mark.parametrize("build, shape", [
+    (protocol.completion_response, "completion"), (protocol.chat_response, "chat")])
+def test_response_templates_match_dumps(build, shape):
+    text = 'say "hi"\\\n\t\x00é😀\u2028'
+    use = protocol.usage(19, 16, 16)
+    body = build("cmpl-x", 1700000000, "sim-coder", text, "length", use)
+    decoded = json.loads(body)
+    assert protocol.dumps(decoded) == body  # compact, key order kept, ensure_ascii=False
+    choice = decoded["choices"][0]
+    assert (choice["text"] if shape == "completion" else choice["message"]["content"]) == text
+    assert decoded["usage"] == use and decoded["id"] == "cmpl-x"
