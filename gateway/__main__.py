@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=env_int("SWITCHYARD_GATEWAY_WORKERS", 1, minimum=1, maximum=64),
                         help="worker processes sharing the port (default: SWITCHYARD_GATEWAY_WORKERS or 1; "
                              "one per core is the usual choice)")
-    parser.add_argument("--log-level", default="warning", help="uvicorn log level (default: %(default)s)")
+    parser.add_argument("--log-level", default="warning", help="log level of the HTTP server (default: %(default)s)")
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # set for workers
     return parser
 
@@ -35,30 +35,27 @@ def main(argv=None) -> None:
 
 
 def serve(args) -> None:
-    """One gateway process: Django set up once, uvicorn (uvloop, corked httptools, no access log).
+    """One gateway process: Django set up once, then `gateway.server` (uvloop, httptools).
 
     As a worker (`--reuse-port`) it binds its own SO_REUSEPORT socket, so the kernel spreads
-    new connections evenly over the workers; with one shared socket (uvicorn's own `workers`)
-    whichever process woke first accepted a whole burst of connections, leaving the others idle.
+    new connections evenly over the workers; with one shared socket whichever process woke
+    first accepted a whole burst of connections, leaving the others idle.
     """
+    import logging
+
     import django
-    import uvicorn
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     django.setup()
     from gateway.app import build_app
     from gateway.balance import ConnectionShare
-    from gateway.corked import CorkedHttpToolsProtocol
+    from gateway.server import HttpServer
 
-    CorkedHttpToolsProtocol.share = ConnectionShare.from_env() if args.reuse_port else None
-
-    # No proxy-headers middleware (nothing reads the client address; it is a wrapper per request)
-    # and no Server header; the backlog absorbs bursts of new connections.
-    config = uvicorn.Config(build_app(), host=args.host, port=args.port, log_level=args.log_level, access_log=False,
-                            lifespan="on", loop="uvloop", http=CorkedHttpToolsProtocol, proxy_headers=False,
-                            server_header=False, backlog=4096)
-    server = uvicorn.Server(config)
-    server.run(sockets=[_reuse_port_socket(args.host, args.port, config.backlog)] if args.reuse_port else None)
+    logging.getLogger("gateway.server").setLevel(args.log_level.upper())
+    share = ConnectionShare.from_env() if args.reuse_port else None
+    # The backlog absorbs bursts of new connections.
+    server = HttpServer(build_app(), host=args.host, port=args.port, backlog=4096, share=share)
+    server.run(sockets=[_reuse_port_socket(args.host, args.port, 4096)] if args.reuse_port else None)
 
 
 def _reuse_port_socket(host: str, port: int, backlog: int) -> socket.socket:

@@ -37,16 +37,16 @@ class SimulatorProcess:
 
 
 class GatewayServer:
-    """The gateway app served by uvicorn in a thread of the test process (same settings and DB)."""
+    """The gateway app served by gateway.server in a thread of the test process (same settings and DB)."""
 
-    def __init__(self, app, server: uvicorn.Server, thread: threading.Thread, port: int):
+    def __init__(self, app, server, thread: threading.Thread, port: int):
         self.app, self.server, self.thread = app, server, thread
         self.url = f"http://127.0.0.1:{port}"
 
     @classmethod
     def start(cls, **overrides) -> "GatewayServer":
         from gateway.app import build_app
-        from gateway.corked import CorkedHttpToolsProtocol
+        from gateway.server import HttpServer
 
         overrides.setdefault("usage_flush_seconds", 0.2)
         run = uuid.uuid4().hex[:8]
@@ -54,9 +54,7 @@ class GatewayServer:
         overrides.setdefault("dedup_prefix", f"sy:test:{run}:dedup")  # and its cached answers
         app = build_app(**overrides)
         port = free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                               lifespan="on", access_log=False, loop="uvloop",
-                                               http=CorkedHttpToolsProtocol))  # as `python -m gateway`
+        server = HttpServer(app, host="127.0.0.1", port=port, install_signals=False)  # as `python -m gateway`
         thread = threading.Thread(target=server.run, daemon=True, name=f"gateway-{port}")
         thread.start()
         deadline = time.monotonic() + 20

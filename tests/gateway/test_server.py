@@ -1,0 +1,318 @@
+"""gateway.server, the gateway's HTTP/1.1 server, over raw sockets: framing, keep-alive, pipelining,
+limits, timeouts, failures and shutdown."""
+import asyncio
+import socket
+import threading
+import time
+
+import pytest
+
+from gateway.server import HttpServer
+from tests.processes import free_port
+
+
+async def read_all(receive) -> bytes:
+    body = b""
+    while True:
+        message = await receive()
+        assert message["type"] == "http.request"
+        body += message["body"]
+        if not message["more_body"]:
+            return body
+
+
+async def echo(scope, receive, send):
+    """Answers `<method> <path>?<query> <body>` with a content-length."""
+    body = await read_all(receive)
+    answer = b"%s %s?%s %s" % (scope["method"].encode(), scope["path"].encode(), scope["query_string"], body)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(answer))]})
+    await send({"type": "http.response.body", "body": answer})
+
+
+def with_lifespan(handler):
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                else:
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        await handler(scope, receive, send)
+    return app
+
+
+class Running:
+    def __init__(self, handler, **options):
+        self.port = free_port()
+        self.server = HttpServer(with_lifespan(handler), port=self.port, install_signals=False, **options)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "the server did not start"
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(10)
+
+    def connect(self) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        return sock
+
+
+def read_response(sock: socket.socket, buffer: bytearray | None = None, head_only: bool = False
+                  ) -> tuple[bytes, dict, bytes]:
+    """One response: (status line, headers as a dict of lists, body); handles both framings."""
+    buffer = buffer if buffer is not None else bytearray()
+    while b"\r\n\r\n" not in buffer:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"closed before a response head: {bytes(buffer)!r}")
+        buffer += chunk
+    head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
+    buffer[:] = rest
+    status, *lines = head.split(b"\r\n")
+    headers: dict = {}
+    for line in lines:
+        name, _, value = line.partition(b":")
+        headers.setdefault(name.strip().lower(), []).append(value.strip())
+    if head_only:
+        return status, headers, b""
+    if b"content-length" in headers:
+        size = int(headers[b"content-length"][0])
+        while len(buffer) < size:
+            buffer += sock.recv(65536)
+        body = bytes(buffer[:size])
+        del buffer[:size]
+        return status, headers, body
+    body = b""
+    if headers.get(b"transfer-encoding") == [b"chunked"]:
+        while True:
+            while b"\r\n" not in buffer:
+                buffer += sock.recv(65536)
+            size_line, _, _ = bytes(buffer).partition(b"\r\n")
+            size = int(size_line, 16)
+            while len(buffer) < len(size_line) + 2 + size + 2:
+                buffer += sock.recv(65536)
+            body += bytes(buffer[len(size_line) + 2:len(size_line) + 2 + size])
+            del buffer[:len(size_line) + 2 + size + 2]
+            if size == 0:
+                return status, headers, body
+    return status, headers, body
+
+
+def closed_by_server(sock: socket.socket, within: float = 5.0) -> bool:
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionResetError, socket.timeout):
+        return False
+
+
+def post(path: bytes, body: bytes, extra: bytes = b"") -> bytes:
+    return b"POST %s HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n%s\r\n%s" % (path, len(body), extra, body)
+
+
+def test_keep_alive_requests_get_one_content_length_a_date_and_no_server_header():
+    with Running(echo) as running:
+        sock = running.connect()
+        buffer = bytearray()
+        for n in range(3):
+            sock.sendall(post(b"/v1/x?n=%d" % n, b"hello %d" % n))
+            status, headers, body = read_response(sock, buffer)
+            assert status == b"HTTP/1.1 200 OK"
+            assert body == b"POST /v1/x?n=%d hello %d" % (n, n)
+            assert headers[b"content-length"] == [b"%d" % len(body)]  # exactly once
+            assert len(headers[b"date"]) == 1 and b"server" not in headers
+            assert b"connection" not in headers
+        sock.close()
+
+
+def test_pipelined_requests_are_answered_in_order():
+    with Running(echo) as running:
+        sock = running.connect()
+        sock.sendall(b"".join(post(b"/p%d" % n, b"body%d" % n) for n in range(5)))
+        buffer = bytearray()
+        assert [read_response(sock, buffer)[2] for _ in range(5)] == [b"POST /p%d? body%d" % (n, n) for n in range(5)]
+
+
+def test_chunked_request_body_and_percent_encoded_path():
+    with Running(echo) as running:
+        sock = running.connect()
+        sock.sendall(b"POST /a%20b HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+                     b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+        assert read_response(sock)[2] == b"POST /a b? hello world"
+
+
+def test_expect_100_continue_is_answered_when_the_app_reads_the_body():
+    with Running(echo) as running:
+        sock = running.connect()
+        sock.sendall(b"POST /c HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\nexpect: 100-continue\r\n\r\n")
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(b"data")
+        assert read_response(sock)[2] == b"POST /c? data"
+
+
+def test_head_gets_headers_without_a_body():
+    with Running(echo) as running:
+        sock = running.connect()
+        sock.sendall(b"HEAD /h HTTP/1.1\r\nhost: x\r\n\r\nPOST /after HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
+        buffer = bytearray()
+        status, headers, _ = read_response(sock, buffer, head_only=True)
+        assert status == b"HTTP/1.1 200 OK" and headers[b"content-length"] == [b"9"]  # len("HEAD /h? ")
+        # No body followed: the next bytes are the next response.
+        assert read_response(sock, buffer)[2] == b"POST /after? "
+
+
+def test_a_stream_without_length_is_chunked_and_its_head_leaves_before_the_first_chunk():
+    async def stream(scope, receive, send):
+        await read_all(receive)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await asyncio.sleep(0.3)
+        for n in range(3):
+            await send({"type": "http.response.body", "body": b"data: %d\n\n" % n, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    with Running(stream) as running:
+        sock = running.connect()
+        sock.sendall(post(b"/s", b""))
+        sock.settimeout(0.25)
+        early = sock.recv(4096)  # within 0.25 s, before any chunk exists
+        assert early.startswith(b"HTTP/1.1 200 OK") and early.endswith(b"\r\n\r\n")
+        sock.settimeout(5)
+        buffer = bytearray(b"")
+        # The head was consumed; read the chunks by hand.
+        while not buffer.endswith(b"0\r\n\r\n"):
+            buffer += sock.recv(4096)
+        assert bytes(buffer) == b"".join(b"%x\r\ndata: %d\n\n\r\n" % (9, n) for n in range(3)) + b"0\r\n\r\n"
+
+
+def test_malformed_request_gets_400_and_the_connection_closes():
+    with Running(echo) as running:
+        sock = running.connect()
+        sock.sendall(b"GARBAGE\x01 / HTTP/1.1\r\n\r\n")
+        status, _, _ = read_response(sock)
+        assert status.startswith(b"HTTP/1.1 400")
+        assert closed_by_server(sock)
+
+
+def test_too_large_headers_get_431():
+    with Running(echo, max_header_bytes=1024) as running:
+        sock = running.connect()
+        sock.sendall(b"GET / HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * 2000 + b"\r\n\r\n")
+        status, _, _ = read_response(sock)
+        assert status.startswith(b"HTTP/1.1 431")
+        assert closed_by_server(sock)
+
+
+def test_idle_keep_alive_connections_close_after_the_timeout():
+    with Running(echo, keep_alive_timeout=0.2) as running:
+        sock = running.connect()
+        sock.sendall(post(b"/k", b""))
+        read_response(sock)
+        started = time.monotonic()
+        assert closed_by_server(sock, within=5)
+        assert time.monotonic() - started < 3
+
+
+def test_a_client_slow_to_send_its_headers_is_dropped():
+    with Running(echo, header_timeout=0.2) as running:
+        sock = running.connect()
+        sock.sendall(b"GET / HTTP/1.1\r\nhost: x\r\n")  # and never the blank line
+        status, _, _ = read_response(sock)
+        assert status.startswith(b"HTTP/1.1 408")
+        assert closed_by_server(sock)
+
+
+def test_an_app_failure_before_the_response_is_a_500_after_it_a_closed_connection(caplog):
+    async def failing(scope, receive, send):
+        await read_all(receive)
+        if scope["path"] == "/late":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"partial", "more_body": True})
+        raise ValueError("boom")
+
+    with Running(failing) as running:
+        sock = running.connect()
+        sock.sendall(post(b"/early", b""))
+        status, headers, _ = read_response(sock)
+        assert status.startswith(b"HTTP/1.1 500") and headers[b"connection"] == [b"close"]
+        assert closed_by_server(sock)
+        sock = running.connect()
+        sock.sendall(post(b"/late", b""))
+        data = b""
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        assert b"partial" in data and not data.endswith(b"0\r\n\r\n")  # cut, not completed
+
+
+def test_an_app_waiting_on_receive_learns_that_the_client_left():
+    left = threading.Event()
+
+    async def waiting(scope, receive, send):
+        await read_all(receive)
+        if (await receive())["type"] == "http.disconnect":
+            left.set()
+
+    with Running(waiting) as running:
+        sock = running.connect()
+        sock.sendall(post(b"/w", b"x"))
+        time.sleep(0.1)
+        sock.close()
+        assert left.wait(5)
+
+
+def test_connection_close_is_honoured():
+    with Running(echo) as running:
+        sock = running.connect()
+        sock.sendall(post(b"/c", b"", b"connection: close\r\n"))
+        _, headers, _ = read_response(sock)
+        assert headers[b"connection"] == [b"close"]
+        assert closed_by_server(sock)
+
+
+def test_a_large_body_arrives_whole():
+    size = 5 * 1024 * 1024
+    with Running(echo) as running:
+        sock = running.connect()
+        sock.sendall(post(b"/big", b"z" * size))
+        assert read_response(sock)[2] == b"POST /big? " + b"z" * size
+
+
+def test_stopping_lets_a_request_in_flight_finish():
+    async def slow(scope, receive, send):
+        await read_all(receive)
+        await asyncio.sleep(0.5)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4")]})
+        await send({"type": "http.response.body", "body": b"done"})
+
+    running = Running(slow)
+    with running:
+        sock = running.connect()
+        sock.sendall(post(b"/slow", b""))
+        time.sleep(0.1)
+        running.server.should_exit = True
+        status, _, body = read_response(sock)
+        assert status == b"HTTP/1.1 200 OK" and body == b"done"
+    assert not running.thread.is_alive()
+
+
+def test_a_failed_startup_stops_the_server():
+    async def app(scope, receive, send):
+        await receive()
+        await send({"type": "lifespan.startup.failed", "message": "no database"})
+
+    server = HttpServer(app, port=free_port(), install_signals=False)
+    with pytest.raises(SystemExit):
+        server.run()
+    assert not server.started
