@@ -10,18 +10,23 @@ order, because Redis answers one connection's commands in the order it read them
 requests therefore share one connection, and their commands leave together.
 
 That ordering is also what lets the gateway settle a reservation without waiting for the reply
-(`send()` returns at once): a settle queued before a later admission of this process is run
-by Redis before it. redis-py stays the client for everything off the request path and in tests.
+(`send_quiet()`: no future at all, only a callback should it fail): a settle queued before a
+later admission of this process is run by Redis before it. redis-py stays the client for
+everything off the request path and in tests.
 
 Failure behaviour matches `gateway.ratelimit.make_client`: no retries, a short connect timeout,
 errors raised as redis-py's exception classes (callers already handle `RedisError`). Callers bound
-their own waits (`asyncio.timeout`); a connection that has not answered for `stale_after` seconds
-is dropped and every command on it fails, so a hung Redis cannot pile up waiters.
+their own waits, with `asyncio.timeout` or, cheaper, a deadline passed to `send_packed` (one timer
+per client, not one per command); a connection that has not answered for `stale_after` seconds
+is dropped and every command on it fails, so a hung Redis cannot pile up waiters. Integer arrays
+(the limiter's answers) are parsed by one regular-expression match and a split, not item by item.
 """
 from __future__ import annotations
 
 import asyncio
 import functools
+import math
+import re
 import socket
 import time
 from collections import deque
@@ -52,6 +57,12 @@ def encode_command(args: tuple) -> bytes:
     return b"*%d\r\n%s" % (len(args), encode_args(args))
 
 
+@functools.lru_cache(maxsize=64)
+def _integers(count: int) -> re.Pattern:
+    """Matches `count` RESP integers in a row."""
+    return re.compile(rb"(?::-?[0-9]+\r\n){%d}" % count)
+
+
 class _Incomplete(Exception):
     """The buffer ends inside a reply: wait for more bytes."""
 
@@ -75,6 +86,10 @@ def parse_reply(buf: bytearray, pos: int):
         size = int(line)
         if size < 0:
             return None, pos
+        whole = _integers(size).match(buf, pos) if size else None
+        if whole is not None:  # integers only (the limiter's answers): matched, split and converted in C
+            end = whole.end()
+            return list(map(int, buf[pos + 1:end - 2].split(b"\r\n:"))), end
         items = []
         for _ in range(size):
             if buf[pos:pos + 1] == b":":  # integers inline: the limiter's answers are arrays of them
@@ -145,7 +160,10 @@ class PipelinedRedis:
         self._transport: asyncio.Transport | None = None
         self._protocol: _Protocol | None = None
         self._connecting: asyncio.Task | None = None
-        self._pending: deque[asyncio.Future] = deque()  # sent or queued, oldest first
+        self._pending: deque = deque()  # futures (or quiet sends' error callbacks): sent or queued, oldest first
+        self._deadlines: deque[tuple[float, asyncio.Future]] = deque()  # of `send_packed(..., deadline)`
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._watch_at = math.inf
         self._out: list[bytes] = []  # queued, not yet written
         self._flush_scheduled = False
         self._last_progress = 0.0  # when the oldest pending command was sent or last answered
@@ -171,19 +189,43 @@ class PipelinedRedis:
         """
         return self.send_packed(encode_command(args))
 
-    def send_packed(self, command: bytes) -> asyncio.Future:
-        """`send` for a command already encoded in RESP (callers that cache most of it)."""
+    def send_packed(self, command: bytes, deadline: float | None = None) -> asyncio.Future:
+        """`send` for a command already encoded in RESP (callers that cache most of it).
+
+        With a `deadline` (the event loop's clock) the future fails with TimeoutError then, if
+        Redis has not answered: one timer per client instead of an `asyncio.timeout` per call.
+        """
         future = asyncio.get_running_loop().create_future()
         if self._closed or time.monotonic() < self._down_until:
             future.set_exception(RedisConnectionError("Redis is unreachable"))
             return future
+        self._queue(command, future)
+        if deadline is not None:
+            self._deadlines.append((deadline, future))
+            if deadline < self._watch_at:
+                self._watch(deadline)
+        return future
+
+    def send_quiet(self, command: bytes, on_error=None) -> None:
+        """Queue a command whose reply nobody awaits (no future); `on_error(error)` hears of a failure.
+
+        The command keeps its place in this connection's order like any other. A failure to
+        connect or a lost connection is reported too (as RedisConnectionError).
+        """
+        if self._closed or time.monotonic() < self._down_until:
+            if on_error is not None:
+                on_error(RedisConnectionError("Redis is unreachable"))
+            return
+        self._queue(command, on_error)
+
+    def _queue(self, command: bytes, waiter) -> None:
         now = time.monotonic()
         if not self._pending:
             self._last_progress = now
         elif now - self._last_progress > self._stale_after:
             self._drop(RedisConnectionError("Redis stopped answering"))
             self._last_progress = now
-        self._pending.append(future)
+        self._pending.append(waiter)
         self._out.append(command)
         if self._transport is None:
             if self._connecting is None:
@@ -191,7 +233,29 @@ class PipelinedRedis:
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
-        return future
+
+    def _watch(self, when: float) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watch_at = when
+        self._watchdog = asyncio.get_running_loop().call_at(when, self._expire)
+
+    def _expire(self) -> None:
+        """Fail the commands past their deadline; wait for the next one (rarely more than one timer a deadline)."""
+        self._watchdog, self._watch_at = None, math.inf
+        now = asyncio.get_running_loop().time()
+        waiting, soonest = deque(), math.inf
+        for deadline, future in self._deadlines:
+            if future.done():
+                continue
+            if deadline <= now:
+                future.set_exception(TimeoutError("Redis did not answer in time"))
+            else:
+                waiting.append((deadline, future))
+                soonest = min(soonest, deadline)
+        self._deadlines = waiting
+        if waiting:
+            self._watch(soonest)
 
     async def execute(self, *args):
         """Send one command and wait for its reply."""
@@ -217,6 +281,9 @@ class PipelinedRedis:
         self._closed = True
         if self._connecting is not None:
             self._connecting.cancel()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog, self._watch_at = None, math.inf
         self._drop(RedisConnectionError("client closed"))
 
     def _flush(self) -> None:
@@ -257,13 +324,17 @@ class PipelinedRedis:
 
     def _reply(self, reply) -> None:
         self._last_progress = time.monotonic()
-        future = self._pending.popleft()
-        if future.done():  # the caller stopped waiting (timeout, cancellation)
+        waiter = self._pending.popleft()
+        if not isinstance(waiter, asyncio.Future):  # a quiet send: only an error is told, if anyone listens
+            if waiter is not None and isinstance(reply, ResponseError):
+                waiter(reply)
+            return
+        if waiter.done():  # the caller stopped waiting (timeout, cancellation)
             return
         if isinstance(reply, ResponseError):
-            future.set_exception(reply)
+            waiter.set_exception(reply)
         else:
-            future.set_result(reply)
+            waiter.set_result(reply)
 
     def _drop(self, error: Exception) -> None:
         """Close the connection and fail every command in flight or queued; `send` connects again."""
@@ -275,7 +346,10 @@ class PipelinedRedis:
             transport.abort()
         self._out.clear()
         pending, self._pending = self._pending, deque()
-        for future in pending:
-            if not future.done():
-                future.set_exception(error)
-                future.exception()  # retrieved: fire-and-forget callers may never look
+        for waiter in pending:
+            if not isinstance(waiter, asyncio.Future):
+                if waiter is not None:
+                    waiter(error)
+            elif not waiter.done():
+                waiter.set_exception(error)
+                waiter.exception()  # retrieved: fire-and-forget callers may never look

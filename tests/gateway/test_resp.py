@@ -8,7 +8,7 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
-from gateway.ratelimit import (SETTLE, FailurePolicy, LimiterConfig, Limits, Outcome, RateLimiter, Subject,
+from gateway.ratelimit import (ADMIT, SETTLE, FailurePolicy, LimiterConfig, Limits, Outcome, RateLimiter, Subject,
                                SubjectKind, make_client)
 from gateway.resp import PipelinedRedis, encode_command, parse_reply
 from tests.gateway.ratelimit_helpers import admission, tenant, redis_url
@@ -170,3 +170,106 @@ def test_unreachable_redis_answers_per_policy_over_the_pipelined_client():
     rate, closed, budget = asyncio.run(scenario())
     assert rate.outcome == Outcome.ADMITTED and rate.reservation is None
     assert closed.outcome == budget.outcome == Outcome.LIMITER_UNAVAILABLE
+
+
+def test_integer_arrays_parse_whole_and_anything_else_falls_back():
+    data = bytearray(b"*4\r\n:1\r\n:-20\r\n:0\r\n:9007199254740993\r\n*2\r\n:1\r\n$2\r\nok\r\n*0\r\n")
+    reply, end = parse_reply(data, 0)
+    assert reply == [1, -20, 0, 9007199254740993]
+    reply, end = parse_reply(data, end)
+    assert reply == [1, b"ok"]
+    assert parse_reply(data, end) == ([], len(data))
+    for cut in range(1, 30):  # an integer array cut anywhere: incomplete, never a short answer
+        with pytest.raises(Exception):
+            parse_reply(bytearray(data[:cut]), 0)
+
+
+@needs_redis
+def test_quiet_sends_keep_their_place_and_report_only_errors(prefix):
+    async def scenario():
+        client = PipelinedRedis.from_url(URL)
+        errors = []
+        client.send_quiet(encode_command(("SET", f"{prefix}:q", "1")), errors.append)
+        client.send_quiet(encode_command(("INCR", f"{prefix}:q")))  # nobody listens
+        client.send_quiet(encode_command(("EVALSHA", "0" * 40, 0)), errors.append)
+        value = await client.get(f"{prefix}:q")  # sent after them: runs after them
+        await client.aclose()
+        return value, errors
+    value, errors = asyncio.run(scenario())
+    assert value == b"2" and len(errors) == 1 and isinstance(errors[0], NoScriptError)
+
+
+def test_quiet_sends_hear_of_a_lost_connection():
+    async def scenario():
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        client = PipelinedRedis(port=server.sockets[0].getsockname()[1])
+        errors = []
+        client.send_quiet(b"*1\r\n$4\r\nPING\r\n", errors.append)
+        await asyncio.sleep(0.05)
+        await client.aclose()
+        server.close()
+        return errors
+    errors = asyncio.run(scenario())
+    assert len(errors) == 1 and isinstance(errors[0], RedisConnectionError)
+
+
+def test_a_deadline_fails_the_command_in_time_and_later_ones_still_wait():
+    async def scenario():
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)  # accepts, never answers
+        client = PipelinedRedis(port=server.sockets[0].getsockname()[1])
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        short = client.send_packed(b"*1\r\n$4\r\nPING\r\n", started + 0.1)
+        long = client.send_packed(b"*1\r\n$4\r\nPING\r\n", started + 0.3)
+        shorter = client.send_packed(b"*1\r\n$4\r\nPING\r\n", started + 0.05)  # earlier than the armed timer
+        with pytest.raises(TimeoutError):
+            await shorter
+        first = loop.time() - started
+        with pytest.raises(TimeoutError):
+            await short
+        second = loop.time() - started
+        assert not long.done()
+        with pytest.raises(TimeoutError):
+            await long
+        third = loop.time() - started
+        await client.aclose()
+        server.close()
+        return first, second, third
+    first, second, third = asyncio.run(scenario())
+    # Each fails no earlier than its own deadline (how much later depends on the machine's load).
+    assert first >= 0.05 and second >= 0.1 and third >= 0.3
+
+
+@needs_redis
+def test_an_answer_before_the_deadline_is_kept(prefix):
+    async def scenario():
+        client = PipelinedRedis.from_url(URL)
+        loop = asyncio.get_running_loop()
+        replies = await asyncio.gather(*(client.send_packed(encode_command(("INCR", f"{prefix}:d")), loop.time() + 0.5)
+                                         for _ in range(20)))
+        await asyncio.sleep(0.6)  # the watchdog fires and finds nothing to fail
+        await client.aclose()
+        return replies
+    assert asyncio.run(scenario()) == list(range(1, 21))
+
+
+@pytest.mark.parametrize("script_known", [False, True])
+def test_an_unanswering_redis_answers_per_policy_within_the_timeout(script_known):
+    async def scenario():
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)  # accepts, never answers
+        client = PipelinedRedis(port=server.sockets[0].getsockname()[1])
+        limiter = RateLimiter(client, LimiterConfig(prefix="sy:test:mute", timeout_seconds=0.1))
+        if script_known:  # the usual request: one EVALSHA bounded by the client's deadline
+            limiter._sha[ADMIT] = "0" * 40
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        budget = await asyncio.wait_for(limiter.admit(admission(tenant(monthly_tokens=10))), 5)
+        rate = await asyncio.wait_for(limiter.admit(admission(tenant(requests_per_minute=10))), 5)
+        elapsed = loop.time() - started
+        await client.aclose()
+        server.close()
+        return budget, rate, elapsed
+    budget, rate, elapsed = asyncio.run(scenario())
+    assert budget.outcome == Outcome.LIMITER_UNAVAILABLE
+    assert rate.outcome == Outcome.ADMITTED and rate.reservation is None
+    assert elapsed < 1  # two admissions of 0.1 s each; the guard only catches a hang
