@@ -11,12 +11,15 @@ SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-
 _SAFE_REQUEST_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,64}$")
 
 
+HEADERS_BY_NAME = "switchyard.headers"  # the scope key of the request's headers as a dict, made once
+
+
 def header(scope: dict, name: bytes) -> bytes | None:
     """The first value of a request header (names arrive lower-cased from the server)."""
-    for key, value in scope["headers"]:
-        if key == name:
-            return value
-    return None
+    table = scope.get(HEADERS_BY_NAME)
+    if table is None:  # reversed: a repeated header keeps its first value, as a linear scan would
+        table = scope[HEADERS_BY_NAME] = dict(reversed(scope["headers"]))
+    return table.get(name)
 
 
 def request_id(scope: dict) -> str:
