@@ -120,7 +120,7 @@ class HttpConnection(asyncio.Protocol):
             for cycle in (self.current, *self.queued):
                 if cycle is not None:
                     cycle.keep_alive = False
-        except httptools.HttpParserError as error:  # also what a callback raised, wrapped
+        except httptools.HttpParserError:  # also what a callback raised, wrapped
             if self.header_bytes > self.state.max_header_bytes:
                 self._refuse(431, "Request line and headers are too large.")
             elif not self.closed:
