@@ -99,16 +99,19 @@ def sample_tokens(seed: int, eos_probability: float = 0.0) -> Iterator[str]:
 def _sample_batches(seed: int, eos_probability: float) -> Iterator[list[str]]:
     """Lists of SAMPLE_BATCH consecutive draws (see ``sample_tokens``)."""
     state = TokenSampler(seed).state
-    # trunc() of a non-negative float is int() of it, minus int()'s type-call overhead.
+    # Constants as locals for the tight loop; trunc() of a non-negative float
+    # is int() of it, minus int()'s type-call overhead.
+    mul, inc, mask, unit, scale, vocab, to_int = _MUL, _INC, _MASK, _UNIT, _TOKEN_SCALE, VOCAB, trunc
+    eos = eos_probability > 0
     while True:
         batch = []
         append = batch.append
         for _ in range(SAMPLE_BATCH):
-            if eos_probability > 0:
-                state = (state * _MUL + _INC) & _MASK
-                if (state >> 11) / _UNIT < eos_probability:
+            if eos:
+                state = (state * mul + inc) & mask
+                if (state >> 11) / unit < eos_probability:
                     append("")
                     continue
-            state = (state * _MUL + _INC) & _MASK
-            append(VOCAB[trunc((state >> 11) * _TOKEN_SCALE)])
+            state = (state * mul + inc) & mask
+            append(vocab[to_int((state >> 11) * scale)])
         yield batch
