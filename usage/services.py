@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from audit.actor import Actor
 from audit.services import record_event
-from usage.ingest import insert_events
+from usage.ingest import OCCURRED_AT, insert_events
 from usage.models import BudgetState, CompletionFeedback, GpuPrice, Granularity, PriceUnit, RollupRun, UsageEvent
 from usage.periods import floor_hour, recompute_window_start
 
@@ -17,25 +17,26 @@ BUDGET_CACHE_KEY = "usage:over-budget:{}"
 
 
 @transaction.atomic
-def record_usage_batch(events: list[dict]) -> int:
+def record_usage_batch(events: list) -> int:
     """Insert a batch; events whose request_id is already stored are skipped (exactly once).
 
-    Returns how many were new. Usage telemetry is not a configuration change, so it writes no
-    audit event.
+    Events are dicts by field, or rows in `usage.ingest.COLUMNS` order (the gateway's). Returns
+    how many were new. Usage telemetry is not a configuration change, so it writes no audit event.
     """
     if not events:
         return 0
     inserted = insert_events(events)
-    mark_hours_stale([event["occurred_at"] for event in events])
+    mark_hours_stale([event["occurred_at"] if isinstance(event, dict) else event[OCCURRED_AT] for event in events])
     return inserted
 
 
 def mark_hours_stale(moments: list[datetime]) -> None:
     """Hours older than the periodic recompute window are re-done by the next run (late data)."""
     window_start = recompute_window_start(timezone.now())
+    if not moments or min(moments) >= window_start:
+        return  # nearly every gateway batch: all of it inside the window
     hours = {floor_hour(moment) for moment in moments if moment < window_start}
-    if hours:
-        RollupRun.objects.filter(granularity=Granularity.HOUR, period_start__in=hours).update(stale=True)
+    RollupRun.objects.filter(granularity=Granularity.HOUR, period_start__in=hours).update(stale=True)
 
 
 
