@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -49,23 +52,45 @@ class GatewayMetrics:
         self.affinity_home = Counter("switchyard_gateway_prefix_affinity_home",
                                      "Prefix-affinity requests placed on their key's home engine.", registry=registry)
         self._children: dict[tuple, object] = {}  # (metric, label values) -> child, see `child`
+        self._done: dict[tuple, DoneSeries] = {}  # observe_done's key -> its children, see `done_series`
         self.affinity_spill = Counter("switchyard_gateway_prefix_affinity_spill",
                                       "Prefix-affinity requests spilled past their key's home engine.",
                                       registry=registry)
 
     def observe_done(self, record) -> None:
         """Count one finished request from its usage record."""
-        tenant = str(record.tenant_id or "")
         # Only names found in the snapshot become labels: clients cannot mint new series.
-        model = record.model_name if record.model_known else ""
-        self.child(self.requests, str(record.status_code), model, tenant, record.endpoint).inc()
-        self.child(self.latency, model, record.endpoint).observe(_seconds_since(record.started))
+        key = (record.status_code, record.model_name if record.model_known else "", record.tenant_id, record.endpoint)
+        series = self._done.get(key) or self.done_series(*key)
+        series.count_request(1)
+        series.latency.observe(_seconds_since(record.started))
         if record.ttft_ms is not None:
-            self.child(self.ttft, model).observe(record.ttft_ms / 1000)
+            (series.ttft or self._ttft_of(series)).observe(record.ttft_ms / 1000)
+        # Token counts are never negative (RequestRecord.take_usage).
         for kind, count in (("prompt", record.prompt_tokens), ("completion", record.completion_tokens),
                             ("cached", record.cached_tokens)):
             if count:
-                self.child(self.tokens, model, tenant, kind).inc(count)
+                (series.count_tokens.get(kind) or self._tokens_of(series, kind))(count)
+
+    def done_series(self, status_code: int, model: str, tenant_id: int | None, endpoint: str) -> DoneSeries:
+        """The series one finished request counts in, looked up once per label set (six lookups a
+        request otherwise, each building a key)."""
+        tenant = str(tenant_id or "")
+        series = DoneSeries(model, tenant, _count_of(self.child(self.requests, str(status_code), model, tenant, endpoint)),
+                            HistogramObserver(self.child(self.latency, model, endpoint)))
+        if len(self._done) >= MAX_CACHED_SERIES:
+            self._done.clear()  # forgets the cache only; the series stay
+        self._done[(status_code, model, tenant_id, endpoint)] = series
+        return series
+
+    # The ttft and token series appear on first use, as with `.labels()` at the moment of counting.
+    def _ttft_of(self, series: DoneSeries) -> HistogramObserver:
+        series.ttft = HistogramObserver(self.child(self.ttft, series.model))
+        return series.ttft
+
+    def _tokens_of(self, series: DoneSeries, kind: str) -> Callable[[float], None]:
+        count = series.count_tokens[kind] = _count_of(self.child(self.tokens, series.model, series.tenant, kind))
+        return count
 
     def child(self, metric, *labels: str):
         """`metric.labels(*labels)`, looked up once: `.labels()` validates and locks on every call,
@@ -96,6 +121,45 @@ class GatewayMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+# observe_done counts in the children's values directly: prometheus_client's `inc` and `observe`
+# re-check on every call that the child is observable and that the amount is not negative, and
+# `observe` scans the buckets in Python (together about half of observe_done's time). This uses
+# attributes of prometheus_client 0.26 (pinned in requirements.txt); tests/gateway/
+# test_metrics_done.py compares the exposition with the public API's.
+
+def _count_of(counter_child) -> Callable[[float], None]:
+    """A labelled counter's increment, for amounts known to be non-negative."""
+    return counter_child._value.inc
+
+
+class HistogramObserver:
+    """A labelled histogram's `observe`, for amounts that are never NaN (durations)."""
+
+    __slots__ = ("_add_to_sum", "_upper_bounds", "_count_in_bucket")
+
+    def __init__(self, histogram_child):
+        self._add_to_sum = histogram_child._sum.inc
+        self._upper_bounds = histogram_child._upper_bounds  # ascending, the last +Inf
+        self._count_in_bucket = [bucket.inc for bucket in histogram_child._buckets]
+
+    def observe(self, amount: float) -> None:
+        self._add_to_sum(amount)
+        # The first bucket whose bound is >= amount, as prometheus_client's scan finds it.
+        self._count_in_bucket[bisect_left(self._upper_bounds, amount)](1)
+
+
+@dataclass(slots=True)
+class DoneSeries:
+    """What `observe_done` counts in for one (status, model, tenant, endpoint)."""
+
+    model: str
+    tenant: str
+    count_request: Callable[[float], None]
+    latency: HistogramObserver
+    ttft: HistogramObserver | None = None
+    count_tokens: dict[str, Callable[[float], None]] = field(default_factory=dict)  # by kind
 
 
 def _seconds_since(started: float) -> float:
