@@ -1,7 +1,8 @@
 """One usage event per request, exactly once, buffered in memory and written in batches.
 
 `RequestRecord` accumulates what a request used while it runs; `UsageRecorder.record` takes
-its event once (the request pipeline finishes a record in one place, in a `finally`), and a
+its event once (`as_row()`, or the `as_event()` dict; the request pipeline finishes a record in
+one place, in a `finally`), and a
 background task writes batches with `usage.services.record_usage_batch` in a thread. The
 batch insert is idempotent by request_id, so retrying a batch after an error cannot count twice.
 """
@@ -63,10 +64,21 @@ class RequestRecord:
         self.take_usage(usage)
         self.cached_tokens, self.completion_tokens = self.prompt_tokens, 0
 
-    def as_event(self) -> dict:
-        """The UsageEvent fields."""
-        return {
+    def as_row(self) -> list:
+        """The UsageEvent values in `ROW_FIELDS` order: what `as_event` holds, without building a dict."""
+        return [
             # occurred_at: when the request finished.
+            self.request_id, datetime.now(timezone.utc), self.tenant_id, self.api_key_prefix, self.user_id,
+            self.model_name[:200], self.model_version_id, self.instance_id, self.endpoint, self.status_code,
+            self.outcome, self.prompt_tokens, self.completion_tokens, self.cached_tokens, self.ttft_ms,
+            (time.monotonic() - self.started) * 1000, self.redactions,
+            # cache_hit: the gateway's de-duplication cache answered (prefix-cache reuse is in cached_tokens).
+            self.cache_hit, self.fallback_used, self.streamed, self.redacted_prompt,
+        ]
+
+    def as_event(self) -> dict:
+        """The UsageEvent fields (the values of `as_row`; tests/gateway/test_metering_rows.py keeps them equal)."""
+        return {
             "request_id": self.request_id, "occurred_at": datetime.now(timezone.utc), "tenant_id": self.tenant_id,
             "api_key_prefix": self.api_key_prefix, "user_id": self.user_id, "model_name": self.model_name[:200],
             "model_version_id": self.model_version_id, "instance_id": self.instance_id,
@@ -74,18 +86,27 @@ class RequestRecord:
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens, "ttft_ms": self.ttft_ms,
             "latency_ms": (time.monotonic() - self.started) * 1000, "redactions": self.redactions,
-            # cache_hit: the gateway's de-duplication cache answered (prefix-cache reuse is in cached_tokens).
             "cache_hit": self.cache_hit, "fallback_used": self.fallback_used, "streamed": self.streamed,
             "redacted_prompt": self.redacted_prompt,
         }
+
+
+# UsageEvent's columns in the model's order (usage.ingest.COLUMNS; a test keeps the two equal), so
+# the writer inserts rows as they are.
+ROW_FIELDS = ("request_id", "occurred_at", "tenant_id", "api_key_prefix", "user_id", "model_name",
+              "model_version_id", "instance_id", "endpoint", "status_code", "outcome", "prompt_tokens",
+              "completion_tokens", "cached_tokens", "ttft_ms", "latency_ms", "redactions", "cache_hit",
+              "fallback_used", "streamed", "redacted_prompt")
 
 
 def _count(value) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def write_batch(events: list[dict]) -> int:
-    """The default writer: the usage service, with a fresh connection check (runs in a thread)."""
+def write_batch(events: list[dict | list]) -> int:
+    """The default writer: the usage service, with a fresh connection check (runs in a thread).
+
+    Events are `as_event` dicts or `as_row` rows (the cheaper: no dict, no per-field lookups)."""
     from django.db import close_old_connections
 
     from usage.services import record_usage_batch
@@ -97,19 +118,19 @@ def write_batch(events: list[dict]) -> int:
 class UsageRecorder:
     """The in-memory buffer and the task that drains it."""
 
-    def __init__(self, writer: Callable[[list[dict]], int] = write_batch, *, run_in_thread=asyncio.to_thread,
+    def __init__(self, writer: Callable[[list[dict | list]], int] = write_batch, *, run_in_thread=asyncio.to_thread,
                  flush_seconds: float = 1.0, batch_size: int = 500):
         self._writer = writer
         self._run_in_thread = run_in_thread
         self._flush_seconds = flush_seconds
         self._batch_size = batch_size
-        self._buffer: list[dict] = []
+        self._buffer: list[dict | list] = []
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self.written = 0
 
-    def record(self, event: dict) -> None:
-        """Queue one event (no I/O: called on the request path)."""
+    def record(self, event: dict | list) -> None:
+        """Queue one event, `as_row()` or `as_event()` (no I/O: called on the request path)."""
         self._buffer.append(event)
         if len(self._buffer) >= self._batch_size:
             self._wake.set()
@@ -133,7 +154,7 @@ class UsageRecorder:
                 await self._write(batch)
                 del self._buffer[: len(batch)]
 
-    async def _write(self, batch: list[dict]) -> None:
+    async def _write(self, batch: list[dict | list]) -> None:
         for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
             try:
                 self.written += await self._run_in_thread(self._writer, batch)
