@@ -96,7 +96,7 @@ def _same(value):
 
 
 def _naive_utc_text(value: datetime) -> str:
-    return str(value.replace(tzinfo=None))
+    return str(value)[:-6]  # without "+00:00": str(value.replace(tzinfo=None)), in half the time
 
 
 def _executemany(connection, rows: list[list]) -> int:
