@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from dataclasses import fields
 from typing import Optional, Sequence
 
@@ -24,7 +23,7 @@ HELP = {
     "scheduling_policy": "waiting-queue order",
     "eos_probability": "per-token probability of ending early with finish_reason=stop",
     "seed": "base seed for generated text",
-    "log_level": "uvicorn log level",
+    "log_level": "log level of the HTTP server",
 }
 
 
@@ -53,20 +52,16 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> SimulatorConfig:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Run the simulator under uvicorn (uvloop + httptools when installed)."""
-    import uvicorn
+    """Serve the simulator with the gateway's lean HTTP/1.1 server (gateway/server.py: uvloop + httptools)."""
+    import logging
+
+    from gateway.server import HttpServer
 
     from .app import build_app
 
     config = parse_config(argv)
-    has = lambda mod: importlib.util.find_spec(mod) is not None  # noqa: E731
-    http = "h11"
-    if has("httptools"):  # one send per response instead of two (gateway/corked.py)
-        from gateway.corked import CorkedHttpToolsProtocol as http
-    uvicorn.run(build_app(config), host=config.host, port=config.port,
-                log_level=config.log_level, access_log=False, lifespan="on",
-                proxy_headers=False,  # nothing reads the client address; saves a middleware hop
-                loop="uvloop" if has("uvloop") else "asyncio", http=http)
+    logging.getLogger("gateway.server").setLevel(config.log_level.upper())
+    HttpServer(build_app(config), host=config.host, port=config.port).run()
 
 
 if __name__ == "__main__":
