@@ -4,7 +4,7 @@ Clients: `aiohttp`, `httpx`, or `lean` (the gateway's own, gateway/upstream.py).
 
     python -m bench._mini_proxy --port 9000 --upstream http://127.0.0.1:8001 --client httpx
 
-A plain ASGI callable under uvicorn (uvloop, httptools): read the body, parse the JSON once,
+A plain ASGI callable under the gateway's HTTP server (gateway/server.py: uvloop, httptools): read the body, parse the JSON once,
 POST it upstream with one shared client, relay status and body. No auth, limits or metering:
 it isolates the client library's cost, as in /work/shared/notes/gateway-hot-path.md.
 """
@@ -85,15 +85,14 @@ def _client(name: str):
 
 
 def main(argv=None) -> None:
-    import uvicorn
+    from gateway.server import HttpServer
 
     parser = argparse.ArgumentParser(prog="python -m bench._mini_proxy")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True)
     parser.add_argument("--client", choices=("aiohttp", "httpx", "lean"), required=True)
     args = parser.parse_args(argv)
-    uvicorn.run(build_app(args.upstream.rstrip("/"), args.client), host="127.0.0.1", port=args.port,
-                log_level="warning", access_log=False, lifespan="on", loop="uvloop", http="httptools")
+    HttpServer(build_app(args.upstream.rstrip("/"), args.client), host="127.0.0.1", port=args.port).run()
 
 
 if __name__ == "__main__":
