@@ -43,7 +43,7 @@ class Limiter:
         request = LimitRequest(request_id, str(key.tenant_id), self._subjects_for(snapshot, key),
                                prompt_tokens=prompt_tokens, max_tokens=max_tokens)
         decision = await self._limiter.admit(request)
-        headers = [(name.encode(), value.encode()) for name, value in decision.headers.items()]
+        headers = list(decision.header_list)
         if decision.outcome == Outcome.LIMITED:
             self._metrics.limit_rejections.labels(str(key.tenant_id), decision.refused.limit_kind).inc()
             raise limited(decision, headers)

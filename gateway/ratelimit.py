@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -77,7 +76,9 @@ class Subject:
     limits: Limits
 
 
-@dataclass(frozen=True, slots=True)
+# Admission, Reservation and Decision are made per request, so not frozen: a frozen dataclass sets
+# each field through object.__setattr__ (several µs a request here). Treat them as read-only all the same.
+@dataclass(slots=True)
 class Admission:
     """One request asking to be let in, with its worst case."""
 
@@ -131,9 +132,10 @@ class Plan:
     tail: bytes  # RESP of `args`
     size: int  # RESP array length of the whole command
     impossible: Check | None  # a rate or concurrency limit of 0 refuses without asking Redis
-    headers: tuple  # per x-ratelimit-* trio: its three names and (answer position, limit, its text) per check
+    limit_headers: tuple  # per check: its x-ratelimit-limit-* header (name, value) if it is a rate
     settlement: "Plan | None" = None  # the checks `settle` touches (requests per minute need nothing)
     expires: float = float("inf")
+    prefixes: dict = field(default_factory=dict)  # per script sha: the RESP before the request's values
 
     @classmethod
     def of(cls, checks: Sequence[Check], expires: float = float("inf"), kinds: Callable | None = None,
@@ -146,7 +148,7 @@ class Plan:
         args = (len(checks), rates, *(arg for check, kind in zip(checks, kind_of) for arg in check.args(kind)))
         impossible = next((c for c in checks if c.limit <= 0 and SCRIPT_KIND[c.limit_kind] != "B"), None)
         return cls(tuple(checks), keys, args, encode_args((len(keys), *keys)), encode_args(args),
-                   3 + len(keys) + len(HEAD_ARGS) + len(args), impossible, _header_spec(checks), settlement,
+                   3 + len(keys) + len(HEAD_ARGS) + len(args), impossible, _limit_headers(checks), settlement,
                    expires)
 
     @classmethod
@@ -160,10 +162,25 @@ class Plan:
 
     def packed(self, sha: str, request_id: str, numbers: tuple[int, int, int, int]) -> bytes:
         """The whole EVALSHA command in RESP (the pipelined client's call)."""
+        prefix = self.prefixes.get(sha)
+        if prefix is None:
+            prefix = self.prefixes[sha] = b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n%s" % (
+                self.size, len(sha), sha.encode(), self.head)
         rid = request_id.encode()
-        values = b"".join(b"$%d\r\n%s\r\n" % (len(v), v) for v in (b"%d" % x for x in numbers))
-        return b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n%s$%d\r\n%s\r\n%s%s" % (
-            self.size, len(sha), sha.encode(), self.head, len(rid), rid, values, self.tail)
+        a, b, c, d = numbers
+        return b"%s$%d\r\n%s\r\n%s%s%s%s%s" % (prefix, len(rid), rid, _bulk(a), _bulk(b), _bulk(c), _bulk(d),
+                                                self.tail)
+
+
+_ZERO = b"$1\r\n0\r\n"
+
+
+def _bulk(number: int) -> bytes:
+    """One integer as a RESP bulk string (most of a request's numbers are 0)."""
+    if not number:
+        return _ZERO
+    text = b"%d" % number
+    return b"$%d\r\n%s\r\n" % (len(text), text)
 
 
 def _settled(checks: Sequence[Check]) -> list[Check]:
@@ -171,14 +188,15 @@ def _settled(checks: Sequence[Check]) -> list[Check]:
     return [c for c in checks if c.limit_kind != LimitKind.REQUESTS_PER_MINUTE]
 
 
-def _header_spec(checks: Sequence[Check]) -> tuple:
-    spec = []
-    for kind, suffix in ((LimitKind.REQUESTS_PER_MINUTE, "requests"), (LimitKind.TOKENS_PER_MINUTE, "tokens")):
-        found = tuple((3 + 2 * i, c.limit, str(c.limit)) for i, c in enumerate(checks) if c.limit_kind == kind)
-        if found:
-            spec.append((f"x-ratelimit-limit-{suffix}", f"x-ratelimit-remaining-{suffix}",
-                         f"x-ratelimit-reset-{suffix}", found))
-    return tuple(spec)
+HEADER_NAMES = {kind: (b"x-ratelimit-limit-" + suffix, b"x-ratelimit-remaining-" + suffix,
+                       b"x-ratelimit-reset-" + suffix)
+                for kind, suffix in ((LimitKind.REQUESTS_PER_MINUTE, b"requests"),
+                                     (LimitKind.TOKENS_PER_MINUTE, b"tokens"))}
+
+
+def _limit_headers(checks: Sequence[Check]) -> tuple:
+    return tuple((HEADER_NAMES[c.limit_kind][0], b"%d" % c.limit) if c.limit_kind in HEADER_NAMES else None
+                 for c in checks)
 
 
 HEAD_ARGS = ("request id", "reserved tokens", "reserved cost", "actual tokens", "actual cost")
@@ -186,7 +204,7 @@ PLAN_SECONDS = 60.0  # budget keys' TTLs may be this much too long: they live a 
 MAX_PLANS = 10_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reservation:
     """What admission took; hand it back to `settle` exactly once."""
 
@@ -204,19 +222,23 @@ class Refusal:
     limit_kind: LimitKind
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Decision:
     """Admitted or not, why, when to retry, and the x-ratelimit-* headers to send."""
 
     outcome: Outcome
     refused: Refusal | None = None
     retry_after: float | None = None  # seconds
-    headers: dict[str, str] = field(default_factory=dict)
+    header_list: tuple = ()  # (name, value) as bytes, as they are sent
     reservation: Reservation | None = None
 
     @property
     def allowed(self) -> bool:
         return self.outcome == Outcome.ADMITTED
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {name.decode(): value.decode() for name, value in self.header_list}
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +286,10 @@ class RateLimiter:
         self._sha: dict[str, str] = {}
         self._background: set[asyncio.Task] = set()  # settles in flight without a waiter
         self._plans: dict[tuple, Plan] = {}
+        self._recent: dict[int, tuple] = {}  # id(subjects tuple) -> (it, tenant, plan): no hashing per request
+        # The pipelined client's calls (gateway.resp.PipelinedRedis); None on a redis-py client.
+        self._send_packed = getattr(client, "send_packed", None)
+        self._send_quiet = getattr(client, "send_quiet", None)
 
     async def admit(self, admission: Admission) -> Decision:
         """Check and count every limit of every subject atomically: all or nothing."""
@@ -301,15 +327,13 @@ class RateLimiter:
         settlement = self._settlement(reservation, actual_tokens, actual_cost_micros)
         if not settlement[0].checks:
             return
-        sha, send = self._sha.get(SETTLE), getattr(self._client, "send_packed", None)
+        sha, send = self._sha.get(SETTLE), self._send_quiet
         if sha is None or send is None:  # first use, or a redis-py client: settle in a task
             self._in_background(self._quietly(*settlement))
             return
-        send(settlement[0].packed(sha, *settlement[1:])).add_done_callback(
-            functools.partial(self._settled_soon, settlement))
+        send(settlement[0].packed(sha, *settlement[1:]), functools.partial(self._settled_soon, settlement))
 
-    def _settled_soon(self, settlement: tuple, future: asyncio.Future) -> None:
-        error = None if future.cancelled() else future.exception()
+    def _settled_soon(self, settlement: tuple, error: Exception) -> None:
         if isinstance(error, NoScriptError):  # Redis restarted: load the script again and send once more
             self._sha.pop(SETTLE, None)
             self._in_background(self._quietly(*settlement))
@@ -341,14 +365,26 @@ class RateLimiter:
 
     def _plan(self, admission: Admission, now: float) -> Plan:
         """The cached plan of these subjects, rebuilt when stale (see `Plan`)."""
-        cache_key = (admission.tenant_id, tuple(admission.subjects))
+        subjects = admission.subjects
+        # The gateway passes the same tuple for every request of a key: found by identity, which
+        # skips hashing every subject's limits (the tuple is kept, so its id is not reused).
+        recent = self._recent.get(id(subjects))
+        if recent is not None and recent[0] is subjects and recent[1] == admission.tenant_id \
+                and now < recent[2].expires:
+            return recent[2]
+        cache_key = (admission.tenant_id, tuple(subjects))
         plan = self._plans.get(cache_key)
         if plan is None or now >= plan.expires:
             if len(self._plans) >= MAX_PLANS:
                 self._plans.clear()
+                self._recent.clear()
             label, next_month = month_bounds(now)
             plan = self._plans[cache_key] = Plan.for_admission(
                 self._checks(admission, label, int(next_month - now)), min(now + PLAN_SECONDS, next_month))
+        if type(subjects) is tuple:  # immutable (of frozen subjects): safe to know by identity
+            if len(self._recent) >= MAX_PLANS:
+                self._recent.clear()
+            self._recent[id(subjects)] = (subjects, admission.tenant_id, plan)
         return plan
 
     def _checks(self, admission: Admission, label: str, month_left: int) -> list[Check]:
@@ -373,15 +409,23 @@ class RateLimiter:
         return checks
 
     async def _run(self, script: str, plan: Plan, request_id: str, numbers: tuple) -> list:
-        async with asyncio.timeout(self._config.timeout_seconds):
-            sha = self._sha.get(script) or await self._load(script)
+        sha, send = self._sha.get(script), self._send_packed
+        deadline = asyncio.get_running_loop().time() + self._config.timeout_seconds
+        if sha is not None and send is not None:  # the usual case: one command, the client keeps the deadline
+            try:
+                return await send(plan.packed(sha, request_id, numbers), deadline)
+            except NoScriptError:  # Redis restarted or SCRIPT FLUSH: load again, once
+                async with asyncio.timeout_at(deadline):
+                    return await self._evalsha(await self._load(script), plan, request_id, numbers)
+        async with asyncio.timeout_at(deadline):
+            sha = sha or await self._load(script)
             try:
                 return await self._evalsha(sha, plan, request_id, numbers)
             except NoScriptError:  # Redis restarted or SCRIPT FLUSH: load again, once
                 return await self._evalsha(await self._load(script), plan, request_id, numbers)
 
     def _evalsha(self, sha: str, plan: Plan, request_id: str, numbers: tuple):
-        send = getattr(self._client, "send_packed", None)
+        send = self._send_packed
         if send is not None:
             return send(plan.packed(sha, request_id, numbers))
         return self._client.evalsha(sha, len(plan.keys), *plan.keys, *plan.argv(request_id, numbers))
@@ -395,9 +439,9 @@ class RateLimiter:
 
     def _decision(self, admission: Admission, plan: Plan, result: list, now: float) -> Decision:
         allowed, refused_index, retry_us = result[0], result[1], result[2]
-        headers = _headers(plan, result) if plan.headers else {}
+        headers = _headers(plan, result)
         if allowed:
-            return Decision(Outcome.ADMITTED, headers=headers, reservation=Reservation(
+            return Decision(Outcome.ADMITTED, header_list=headers, reservation=Reservation(
                 admission.request_id, plan.checks, admission.worst_case_tokens, admission.max_cost_micros, plan))
         # -1: a budget refused; it frees up when reservations settle or the month turns.
         retry = month_bounds(now)[1] - now if retry_us == -1 else retry_us / MICROS
@@ -418,16 +462,24 @@ def _refusal(check: Check) -> Refusal:
     return Refusal(check.subject, check.subject_id, check.limit_kind)
 
 
-def _headers(plan: Plan, result: list) -> dict[str, str]:
+def _headers(plan: Plan, result: list) -> tuple:
     """OpenAI-style x-ratelimit-* headers for the most constrained requests and tokens limits.
 
-    `result` is the admit script's answer: after three values, (remaining, reset µs) per check.
+    `result` is the admit script's answer: after three values, per kind (requests, tokens) the
+    binding check's number (0: none), its remaining count (at least 0) and reset in ms.
     """
-    headers = {}
-    for limit_name, remaining_name, reset_name, found in plan.headers:
-        at, _, text = found[0] if len(found) == 1 else min(found, key=lambda f: (result[f[0]] / f[1], result[f[0]]))
-        left, reset = result[at], result[at + 1]
-        headers[limit_name] = text
-        headers[remaining_name] = str(left) if left > 0 else "0"
-        headers[reset_name] = f"{math.ceil(reset / 1000) / 1000:g}s"
-    return headers
+    requests, tokens = result[3], result[6]
+    if not requests and not tokens:
+        return ()
+    headers = []
+    if requests:
+        headers += (plan.limit_headers[requests - 1], (REMAINING_REQUESTS, b"%d" % result[4]),
+                    (RESET_REQUESTS, b"%gs" % (result[5] / 1000)))
+    if tokens:
+        headers += (plan.limit_headers[tokens - 1], (REMAINING_TOKENS, b"%d" % result[7]),
+                    (RESET_TOKENS, b"%gs" % (result[8] / 1000)))
+    return tuple(headers)
+
+
+_, REMAINING_REQUESTS, RESET_REQUESTS = HEADER_NAMES[LimitKind.REQUESTS_PER_MINUTE]
+_, REMAINING_TOKENS, RESET_TOKENS = HEADER_NAMES[LimitKind.TOKENS_PER_MINUTE]

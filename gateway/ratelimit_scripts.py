@@ -14,16 +14,36 @@ encodes them once per subject set.
 
 Redis CPU is the budget here (every request runs both scripts), hence: one call per key where
 one will do (MGET, HMGET, HSET of several fields), expiries set only when a key is created
-(budgets) and globals read into locals. Times come from Redis TIME, so gateways with skewed
+(budgets) or when a rate key's time moves into a later second (`set_tat`), lapsed leases
+dropped only from a full concurrency set, numbers read with `x + 0` (tonumber converts twice),
+few tables, and globals read into locals. Times come from Redis TIME, so gateways with skewed
 clocks share one timeline.
+
+ADMIT answers 9 integers: admitted (1/0), the refusing check's number (1-based, 0: none), its
+wait in µs (-1: a budget), then for requests (R1) and for tokens (Rt) the number of the check
+with the lowest remaining share (0: no such limit), its remaining count (at least 0) and its
+reset in ms — all the gateway needs for its x-ratelimit-* headers.
 """
 
 _COMMON = r"""
-local call, tonumber, argv, keys = redis.call, tonumber, ARGV, KEYS
-local rid, tokens, cost = argv[1], tonumber(argv[2]), tonumber(argv[3])
-local n, nr = tonumber(argv[6]), tonumber(argv[7])
+local call, tonumber, argv, keys, floor = redis.call, tonumber, ARGV, KEYS, math.floor
+-- Numbers are read with `x + 0`: the same conversion as tonumber(x), which converts twice.
+local rid, tokens, cost = argv[1], argv[2] + 0, argv[3] + 0
+local n, nr = argv[6] + 0, argv[7] + 0
 local function int(x) return string.format('%d', x) end
 local function ms(us) return math.ceil(us / 1000) + 1000 end  -- a key's TTL: a second past its last use
+-- A rate key (GCRA's time) lives at least to the end of the second its value falls in: every
+-- writer keeps that (the older scripts too: they set a second past the value). So a write whose
+-- value stays within the second of the value it replaces keeps the key's TTL (no expiry to file
+-- again, the common case under load); otherwise the key lives a second past its value's second.
+local function set_tat(key, tat, before, now)
+  local second = floor(tat / 1000000)
+  if before and second <= floor(before / 1000000) then
+    call('SET', key, int(tat), 'KEEPTTL')
+  else
+    call('SET', key, int(tat), 'PX', ms((second + 1) * 1000000 - now))
+  end
+end
 """
 
 ADMIT = _COMMON + r"""
@@ -31,31 +51,35 @@ local t = call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- Phase 1 checks everything without counting; phase 2 counts only if all passed.
 local tats = nr > 0 and call('MGET', unpack(keys, 1, nr))
-local out, alt, new, reserved, fresh = {1, 0, 0}, {}, {}, {}, {}
+-- Per rate check, six values in a row (one table, not six: fewer allocations): its stored time
+-- (false: none), its new time, check number, limit, µs per unit, and its kind's answer slot.
+local rate, reserved, fresh = {}, {}, {}
 local refused, retry = 0, 0
 local rk, ok, ai = 0, nr, 8
 for i = 1, n do
-  local code, limit, param = argv[ai], tonumber(argv[ai + 1]), tonumber(argv[ai + 2])
-  local at, wait = 2 * i + 2, nil
+  local code, limit, param = argv[ai], argv[ai + 1] + 0, argv[ai + 2] + 0
+  local wait = nil
   if code == 'R1' or code == 'Rt' then
     rk = rk + 1
-    local tat = tonumber(tats[rk]) or now
+    local raw = tats[rk] and tats[rk] + 0
+    local tat = raw or now
     if tat < now then tat = now end
     local units = code == 'Rt' and tokens or 1
     if units > limit then units = limit end  -- more than a window's worth passes when it is empty
-    local tol = param * limit  -- burst: a full window's worth at once
     local tat_new = tat + units * param
-    new[rk] = tat_new
-    out[at], out[at + 1] = math.floor((tol - (tat_new - now)) / param), tat_new - now
-    alt[at], alt[at + 1] = math.floor((tol - (tat - now)) / param), tat - now  -- if refused
-    if tat_new - now > tol then wait = tat_new - now - tol end
+    local b = 6 * rk - 6
+    rate[b + 1], rate[b + 2], rate[b + 3], rate[b + 4], rate[b + 5], rate[b + 6] =
+      raw or false, tat_new, i, limit, param, code == 'R1' and 4 or 7
+    local over = tat_new - now - param * limit  -- burst: a full window's worth at once
+    if over > 0 then wait = over end
     ai = ai + 3
   elseif code == 'C1' then
     ok = ok + 1
-    call('ZREMRANGEBYSCORE', keys[ok], '-inf', now)  -- leases of crashed gateways lapse
     local held = call('ZCARD', keys[ok])
-    if held >= limit then out[at] = 0; wait = 1000000 else out[at] = limit - held - 1 end
-    out[at + 1] = 0
+    -- Leases of crashed gateways lapse; they only matter when the count is at the limit, so
+    -- only then are they dropped (the set stays bounded: nothing is added while it is full).
+    if held >= limit then held = held - call('ZREMRANGEBYSCORE', keys[ok], '-inf', now) end
+    if held >= limit then wait = 1000000 end
     ai = ai + 3
   else
     local key, rkey = keys[ok + 1], keys[ok + 2]
@@ -72,9 +96,7 @@ for i = 1, n do
     fresh[i] = not h[1] and not h[2]  -- no such hash yet: it needs its TTL
     reserved[i] = tonumber(h[2]) or 0
     local free = limit - (tonumber(h[1]) or 0) - reserved[i]
-    local amount = code == 'Bc' and cost or tokens
-    if amount > free then out[at] = math.max(free, 0); wait = -1 else out[at] = free - amount end
-    out[at + 1] = 0
+    if (code == 'Bc' and cost or tokens) > free then wait = -1 end
     ai = ai + 4
   end
   -- The binding refusal is the one with the longest wait; -1 (a budget) outlasts any.
@@ -83,22 +105,38 @@ for i = 1, n do
   end
 end
 
-if refused ~= 0 then  -- a refused request counted nothing: report the state as is
-  out[1], out[2], out[3] = 0, refused, retry
-  for at, v in pairs(alt) do out[at] = v end
-  return out
+-- The answer: admitted (1/0), the refusing check's number and its wait (µs, -1: a budget),
+-- then for the x-ratelimit-* headers, per kind (requests R1, tokens Rt), the check with the
+-- lowest remaining share (ties: fewer remaining, then the first), its remaining (at least 0)
+-- and its reset (ms). A refused request counted nothing: then they describe the state as is.
+local out, share = {refused == 0 and 1 or 0, refused, retry, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0}
+for b = 0, 6 * nr - 6, 6 do
+  local raw, i, limit, param, at = rate[b + 1], rate[b + 3], rate[b + 4], rate[b + 5], rate[b + 6]
+  local seen = rate[b + 2]
+  if refused ~= 0 then seen = raw and raw > now and raw or now end
+  local reset = seen - now
+  local left = floor((param * limit - reset) / param)
+  local s = left / limit
+  if out[at] == 0 or s < share[at] or (s == share[at] and left < out[at + 1]) then
+    share[at], out[at], out[at + 1], out[at + 2] = s, i, left, reset
+  end
 end
+for at = 4, 7, 3 do
+  if out[at + 1] < 0 then out[at + 1] = 0 end
+  out[at + 2] = math.ceil(out[at + 2] / 1000)
+end
+if refused ~= 0 then return out end
 local sums = {}  -- a budget key listed twice is charged twice, like HINCRBY would
 rk, ok, ai = 0, nr, 8
 for i = 1, n do
   local code = argv[ai]
   if code == 'R1' or code == 'Rt' then
     rk = rk + 1
-    call('SET', keys[rk], int(new[rk]), 'PX', ms(new[rk] - now))
+    set_tat(keys[rk], rate[6 * rk - 4], rate[6 * rk - 5], now)
     ai = ai + 3
   elseif code == 'C1' then
     ok = ok + 1
-    local param = tonumber(argv[ai + 2])
+    local param = argv[ai + 2] + 0
     call('ZADD', keys[ok], int(now + param), rid)
     call('PEXPIRE', keys[ok], ms(param))
     ai = ai + 3
@@ -123,7 +161,7 @@ SETTLE = _COMMON + r"""
 -- Tokens per minute are charged the difference between the actual and the admitted tokens
 -- (credited back when negative); budgets record the actual spend; leases are released.
 -- Codes in lower case renew a lease / reservation instead (for long streams).
-local actual_tokens, actual_cost = tonumber(argv[4]), tonumber(argv[5])
+local actual_tokens, actual_cost = argv[4] + 0, argv[5] + 0
 local now, tats, written = nil, nil, {}
 local function clock()  -- TIME only when a check needs it
   if not now then local t = call('TIME'); now = t[1] * 1000000 + t[2] end
@@ -134,18 +172,19 @@ for i = 1, n do
   local code = argv[ai]
   if code == 'R1' or code == 'Rt' then
     rk = rk + 1
-    local limit, param = tonumber(argv[ai + 1]), tonumber(argv[ai + 2])
+    local limit, param = argv[ai + 1] + 0, argv[ai + 2] + 0
     local credit = code == 'Rt' and actual_tokens - math.min(tokens, limit) or 0
     if credit ~= 0 then
       local key = keys[rk]
       tats = tats or call('MGET', unpack(keys, 1, nr))
-      local tat = written[key]  -- a key listed twice sees its first credit
-      if tat == nil then tat = tonumber(tats[rk]) or false end
+      local before = written[key]  -- a key listed twice sees its first credit
+      if before == nil then before = tats[rk] and tats[rk] + 0 end
       clock()
+      local tat = before
       if not tat or tat < now then tat = now end
       local tat_new = tat + credit * param
       if tat_new > now then
-        call('SET', key, int(tat_new), 'PX', ms(tat_new - now))
+        set_tat(key, tat_new, before, now)
       else
         call('DEL', key)  -- fully replenished
       end
