@@ -296,7 +296,7 @@ class InferenceHandler:
         record.outcome = record.outcome or _outcome(record.status_code)
         self.state.metrics.observe_done(record)
         if record.tenant_id is not None:
-            self.state.recorder.record(record.as_event())
+            self.state.recorder.record(record.as_row())
 
 
 def _capped(payload: dict, cap: int) -> dict:
