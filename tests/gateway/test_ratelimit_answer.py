@@ -136,27 +136,34 @@ def test_live_leases_still_refuse_at_the_limit(prefix):
     assert refused.refused.limit_kind == LimitKind.CONCURRENT_REQUESTS and refused.retry_after == 1.0
 
 
+# Read atomically: Redis's time, a rate key's time (µs) and its TTL (ms).
+READ_KEY = "local t = redis.call('TIME') return {t[1] * 1000000 + t[2], redis.call('GET', KEYS[1]), " \
+           "redis.call('PTTL', KEYS[1])}"
+# What the older scripts did on every write: expire a second past the key's time.
+OLD_EXPIRY = "local t = redis.call('TIME') local ahead = redis.call('GET', KEYS[1]) - (t[1] * 1000000 + t[2]) " \
+             "return redis.call('PEXPIRE', KEYS[1], math.ceil(ahead / 1000) + 1000)"
+
+
 def test_rate_keys_outlive_their_time_also_when_the_ttl_is_kept(prefix):
     # Writes within the same second of the stored time keep the key's TTL; the key must still
     # live until its time has passed, also after a key written by the older scripts (TTL one
     # second past its time, not past the end of its second).
     async def scenario(limiter, client):
         subjects = tenant(requests_per_minute=600, tokens_per_minute=60_000)
-        checks = []
+        seen = []
         for n in range(40):
             decision = await limiter.admit(admission(subjects, prompt=10, max_tokens=40 + n))
             await limiter.settle(decision.reservation, actual_tokens=20)
             for check in decision.reservation.checks:
-                now_ms = (lambda t: t[0] * 1000 + t[1] // 1000)(await client.time())
-                tat_ms = int(await client.get(check.keys[0])) // 1000
-                checks.append((await client.pttl(check.keys[0]), tat_ms - now_ms))
-            if n == 20:  # an older gateway's write: TTL a second past the time
-                key = decision.reservation.checks[0].keys[0]
-                await client.pexpire(key, max(1, int(await client.get(key)) // 1000 - now_ms) + 1000)
-        return checks
-    checks = run(scenario, prefix)
-    assert all(ttl >= ahead for ttl, ahead in checks), checks
-    assert all(ttl <= ahead + 2100 for ttl, ahead in checks), checks  # not kept much longer either
+                now_us, tat_us, ttl_ms = await client.eval(READ_KEY, 1, check.keys[0])
+                seen.append((ttl_ms, (int(tat_us) - now_us) / 1000))
+            if n in (5, 25):  # an older gateway writes next
+                for check in decision.reservation.checks:
+                    await client.eval(OLD_EXPIRY, 1, check.keys[0])
+        return seen
+    seen = run(scenario, prefix)
+    assert all(ttl >= ahead - 1 for ttl, ahead in seen), seen  # 1 ms: PTTL counts whole ms
+    assert all(ttl <= ahead + 2100 for ttl, ahead in seen), seen  # and not kept much longer either
 
 
 def test_decision_headers_are_bytes_as_sent_and_readable_as_text(prefix):
