@@ -24,6 +24,7 @@ from gateway.proxy import (FALLBACK_BUDGET, ClientStream, UpstreamFailure, first
                            relay_stream, usage_of)
 from gateway.redaction import redact_body
 from gateway.snapshot import KeyInfo, Pool, TenantInfo
+from gateway.server import DISCONNECT_EXTENSION
 from gateway.sse import SseRelay
 
 CANCELLED_STATUS = 499  # what nginx logs for a client that went away; never sent
@@ -56,7 +57,7 @@ class InferenceHandler:
     async def handle(self, scope: dict, receive, send, kind: str) -> None:
         record = RequestRecord(request_id(scope), kind)
         client = ClientStream(send, record.request_id)
-        watcher = DisconnectWatcher(receive, client, record)
+        watcher = DisconnectWatcher(scope, receive, client, record)
         try:
             call = await self._prepare(scope, receive, record)
             watcher.arm()
@@ -324,27 +325,41 @@ def _outcome(status: int) -> str:
 class DisconnectWatcher:
     """Cancels the request when its client goes away before the answer is complete.
 
-    Started only for requests still running after `WATCH_AFTER_SECONDS`: most answers are
-    done sooner, and a task per request that waits on `receive()` costs more than the rest of
-    the admission. A client that leaves earlier is noticed then (the server keeps the
-    disconnect message), so at worst its request is cancelled `WATCH_AFTER_SECONDS` later.
+    Under the gateway's own server (gateway/server.py) the server calls back on a disconnect
+    (its `switchyard.disconnect` extension): no timer and no task per request. Under any other
+    ASGI server a watcher task waits on `receive()`, started only for requests still running
+    after `WATCH_AFTER_SECONDS` (most answers are done sooner, and a task per request costs
+    more than the rest of the admission); a client that leaves earlier is noticed then (the
+    server keeps the disconnect message), so its request is cancelled at most that much later.
     """
 
-    __slots__ = ("_receive", "_client", "_record", "_timer", "_task", "_request")
+    __slots__ = ("_receive", "_client", "_record", "_timer", "_task", "_request", "_register")
 
-    def __init__(self, receive, client: ClientStream, record: RequestRecord):
+    def __init__(self, scope: dict, receive, client: ClientStream, record: RequestRecord):
         self._receive, self._client, self._record = receive, client, record
         self._timer = self._task = self._request = None
+        extensions = scope.get("extensions")
+        self._register = extensions.get(DISCONNECT_EXTENSION) if extensions else None
 
     def arm(self) -> None:
         self._request = asyncio.current_task()
-        self._timer = asyncio.get_running_loop().call_later(WATCH_AFTER_SECONDS, self._start)
+        if self._register is not None:
+            self._register(self._gone)
+        else:
+            self._timer = asyncio.get_running_loop().call_later(WATCH_AFTER_SECONDS, self._start)
 
     def disarm(self) -> None:
+        if self._register is not None:
+            self._register(None)
         if self._timer is not None:
             self._timer.cancel()
         if self._task is not None:
             self._task.cancel()
+
+    def _gone(self) -> None:
+        if not self._client.complete:
+            self._record.outcome = "cancelled"
+            self._request.cancel()
 
     def _start(self) -> None:
         self._timer = None

@@ -22,6 +22,11 @@ What this server does, and how:
 - graceful stop on SIGTERM/SIGINT: stop accepting, close idle connections, let requests in flight
   finish (up to `graceful_timeout`), then the ASGI lifespan's shutdown.
 
+One extension beyond plain ASGI: `scope["extensions"]["switchyard.disconnect"]` is a function
+that registers a callback, called once if the client disconnects before the response is
+complete. An application can then stop its work without a task per request waiting on
+`receive()` (both the gateway and the simulator do); `receive()` still reports the disconnect.
+
 `share` (gateway.balance.ConnectionShare) lets a `--workers` worker keep its fair share of
 connections: when it holds too many it answers the current request with `connection: close`.
 """
@@ -45,6 +50,7 @@ BODY_HIGH_WATER = 1 << 20  # unread request body bytes before reading pauses
 MAX_PIPELINED = 16  # requests parsed ahead of the one being answered before reading pauses
 ASGI = {"version": "3.0", "spec_version": "2.3"}
 DISCONNECT = {"type": "http.disconnect"}
+DISCONNECT_EXTENSION = "switchyard.disconnect"
 STATUS_LINES = {status.value: b"HTTP/1.1 %d %s\r\n" % (status.value, status.phrase.encode())
                 for status in http.HTTPStatus}
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -174,6 +180,7 @@ class HttpConnection(asyncio.Protocol):
         if keep_alive and self.state.share is not None and not self.shed and self.state.share.should_shed():
             self.shed, keep_alive = True, False  # answered in full, then closed: the client reconnects
         cycle = Cycle(self, scope, keep_alive)
+        scope["extensions"] = {DISCONNECT_EXTENSION: cycle.on_disconnect}
         self.parsing = cycle
         if self.current is None:
             self._start(cycle)
@@ -287,7 +294,7 @@ class Cycle:
 
     __slots__ = ("conn", "scope", "keep_alive", "task", "chunks", "buffered", "more_body", "ready", "waiter",
                  "disconnected", "started", "complete", "chunked", "remaining", "head", "expect_continue",
-                 "head_only")
+                 "head_only", "disconnect_callback")
 
     def __init__(self, conn: HttpConnection, scope: dict, keep_alive: bool):
         self.conn, self.scope, self.keep_alive = conn, scope, keep_alive
@@ -302,6 +309,7 @@ class Cycle:
         self.head: bytes | None = None  # the response head, not written yet
         self.expect_continue = conn.expect_continue
         self.head_only = scope["method"] == "HEAD"
+        self.disconnect_callback = None
 
     # From the connection
     def feed(self, body: bytes) -> None:
@@ -317,6 +325,17 @@ class Cycle:
     def gone(self) -> None:
         self.disconnected = True
         self._wake()
+        callback, self.disconnect_callback = self.disconnect_callback, None
+        if callback is not None and not self.complete:
+            callback()
+
+    def on_disconnect(self, callback) -> None:
+        """The `switchyard.disconnect` extension: call `callback` if the client leaves before the
+        response is complete (at once if it already has); None unregisters."""
+        if callback is not None and self.disconnected and not self.complete:
+            callback()
+            return
+        self.disconnect_callback = callback
 
     def _wake(self) -> None:
         self.ready = True

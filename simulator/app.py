@@ -63,16 +63,29 @@ async def send_bytes(send: Send, status: int, body: bytes, content_type: bytes =
 # CPU, and most such requests are answered well within this delay; a client
 # that leaves earlier is still noticed (and its request aborted) at the delay.
 DISCONNECT_WATCH_DELAY = 0.01
+DISCONNECT_EXTENSION = "switchyard.disconnect"  # gateway/server.py's disconnect callback
 
 
 class DisconnectWatch:
-    """Aborts a request when its client disconnects, watching from DISCONNECT_WATCH_DELAY on."""
+    """Aborts a request when its client disconnects.
 
-    __slots__ = ("engine", "receive", "req", "timer", "task")
+    Under the gateway's HTTP server (gateway/server.py) the server calls back on a disconnect
+    (`switchyard.disconnect`): no timer, no task. Under other ASGI servers a task watches
+    receive(), started DISCONNECT_WATCH_DELAY after the request began."""
 
-    def __init__(self, engine: Engine, receive: Receive, req: Request) -> None:
-        self.engine, self.receive, self.req, self.task = engine, receive, req, None
-        self.timer = asyncio.get_running_loop().call_later(DISCONNECT_WATCH_DELAY, self._start)
+    __slots__ = ("engine", "receive", "req", "timer", "task", "register")
+
+    def __init__(self, engine: Engine, receive: Receive, req: Request, scope: dict) -> None:
+        self.engine, self.receive, self.req, self.task, self.timer = engine, receive, req, None, None
+        extensions = scope.get("extensions")
+        self.register = extensions.get(DISCONNECT_EXTENSION) if extensions else None
+        if self.register is not None:
+            self.register(self._gone)
+        else:
+            self.timer = asyncio.get_running_loop().call_later(DISCONNECT_WATCH_DELAY, self._start)
+
+    def _gone(self) -> None:
+        self.engine.abort(self.req)
 
     def _start(self) -> None:
         """The request is still in progress: watch receive() from now on."""
@@ -88,6 +101,9 @@ class DisconnectWatch:
 
     def stop(self, answered: bool) -> None:
         """The handler is done: never start watching; cancel a watch unless it ends by itself."""
+        if self.register is not None:
+            self.register(None)
+            return
         self.timer.cancel()
         # Once the response is complete, the server's receive() answers
         # http.disconnect (ASGI spec), so the watcher ends by itself; that
@@ -124,7 +140,7 @@ class SimulatorApp:
             elif scope["method"] != route[0]:
                 await send_bytes(send, 405, b'{"detail":"Method Not Allowed"}')
             else:
-                await route[1](receive, send)
+                await route[1](scope, receive, send)
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
 
@@ -141,15 +157,15 @@ class SimulatorApp:
                 return
 
     # -------------------------------------------------------- simple routes
-    async def _health(self, receive: Receive, send: Send) -> None:
+    async def _health(self, scope: dict, receive: Receive, send: Send) -> None:
         """Liveness: 200 with an empty body."""
         await send_bytes(send, 200, b"", b"text/plain")
 
-    async def _version(self, receive: Receive, send: Send) -> None:
+    async def _version(self, scope: dict, receive: Receive, send: Send) -> None:
         """Version endpoint (makes clear this is the simulator)."""
         await send_bytes(send, 200, b'{"version":"simulator"}')
 
-    async def _models(self, receive: Receive, send: Send) -> None:
+    async def _models(self, scope: dict, receive: Receive, send: Send) -> None:
         """The single served model, in vLLM's ModelCard shape."""
         name, now = self.config.served_model_name, int(time.time())
         card = {"id": name, "object": "model", "created": now, "owned_by": "vllm", "root": name,
@@ -161,19 +177,19 @@ class SimulatorApp:
                                 "organization": "*", "group": None, "is_blocking": False}]}
         await send_bytes(send, 200, protocol.dumps({"object": "list", "data": [card]}))
 
-    async def _metrics(self, receive: Receive, send: Send) -> None:
+    async def _metrics(self, scope: dict, receive: Receive, send: Send) -> None:
         """Prometheus exposition of this instance's registry."""
         await send_bytes(send, 200, self.metrics.render(), CONTENT_TYPE_LATEST.encode())
 
     # These two return _generate's coroutine instead of awaiting it: one
     # coroutine frame less per request.
-    def _completions(self, receive: Receive, send: Send) -> Awaitable[None]:
+    def _completions(self, scope: dict, receive: Receive, send: Send) -> Awaitable[None]:
         """POST /v1/completions."""
-        return self._generate(receive, send, chat=False)
+        return self._generate(scope, receive, send, chat=False)
 
-    def _chat(self, receive: Receive, send: Send) -> Awaitable[None]:
+    def _chat(self, scope: dict, receive: Receive, send: Send) -> Awaitable[None]:
         """POST /v1/chat/completions."""
-        return self._generate(receive, send, chat=True)
+        return self._generate(scope, receive, send, chat=True)
 
     # ----------------------------------------------------------- generation
     def _make_request(self, params: protocol.GenerationParams, rid: str) -> Request:
@@ -184,7 +200,7 @@ class SimulatorApp:
                        cache_salt=params.cache_salt, seed=seed, eos_probability=eos,
                        stream=params.stream)
 
-    async def _generate(self, receive: Receive, send: Send, chat: bool) -> None:
+    async def _generate(self, scope: dict, receive: Receive, send: Send, chat: bool) -> None:
         """Validate, enqueue, then answer (streaming or not); abort on disconnect."""
         try:
             msg = await receive()  # the whole body, unless it is large
@@ -196,7 +212,7 @@ class SimulatorApp:
         rid = ("chatcmpl-" if chat else "cmpl-") + self._next_id()
         req = self._make_request(params, rid)
         self.engine.add_request(req)
-        watch = DisconnectWatch(self.engine, receive, req)
+        watch = DisconnectWatch(self.engine, receive, req, scope)
         answered = False
         try:
             if params.stream:

@@ -316,3 +316,39 @@ def test_a_failed_startup_stops_the_server():
     with pytest.raises(SystemExit):
         server.run()
     assert not server.started
+
+
+def test_the_disconnect_extension_calls_back_once_when_the_client_leaves_before_the_answer():
+    calls, finished = [], threading.Event()
+
+    async def waiting(scope, receive, send):
+        await read_all(receive)
+        scope["extensions"]["switchyard.disconnect"](lambda: calls.append(scope["path"]))
+        for _ in range(100):
+            if calls:
+                break
+            await asyncio.sleep(0.02)
+        finished.set()
+
+    async def answered(scope, receive, send):
+        await read_all(receive)
+        scope["extensions"]["switchyard.disconnect"](lambda: calls.append(scope["path"]))
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+        await asyncio.sleep(0.2)  # still running after a complete answer: a disconnect now is no cancellation
+
+    async def route(scope, receive, send):
+        await (waiting if scope["path"] == "/wait" else answered)(scope, receive, send)
+
+    with Running(route) as running:
+        sock = running.connect()
+        sock.sendall(post(b"/wait", b""))
+        time.sleep(0.1)
+        sock.close()
+        assert finished.wait(5) and calls == ["/wait"]
+        sock = running.connect()
+        sock.sendall(post(b"/done", b""))
+        assert read_response(sock)[2] == b"ok"
+        sock.close()
+        time.sleep(0.4)
+        assert calls == ["/wait"]

@@ -52,3 +52,27 @@ def test_a_client_leaving_mid_stream_is_billed_once_for_what_was_generated(gatew
     row = wait_for(lambda: (r := usage_rows(request_id=rid)) and r[0], timeout=5)
     assert row.outcome == "cancelled" and row.streamed
     assert 0 < row.completion_tokens < 2000  # what was streamed before the client left
+
+
+def test_a_client_leaving_a_long_non_streaming_request_cancels_it_at_once(gateway, alice, simulators):
+    """The gateway's server calls back on the disconnect: the engine call is closed (vLLM aborts)."""
+    engine = simulators("--decode-ms-per-token", "20", model="slow-coder")
+    add_deployment(make_model_version("slow-coder"), tenant=None, name="slow", urls=[engine.url])
+    server = gateway()
+    server.wait_until_serving(alice.key.raw, "slow-coder")
+    rid = uuid.uuid4().hex
+    body = {"model": "slow-coder", "prompt": "write a lot", "max_tokens": 2000}  # ~40 s of generation
+    left = time.monotonic()
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(server.url + "/v1/completions", json=body, timeout=0.5,
+                   headers={"authorization": f"Bearer {alice.key.raw}", "x-request-id": rid})
+    row = wait_for(lambda: (r := usage_rows(request_id=rid)) and r[0], timeout=5)
+    assert row.outcome == "cancelled" and row.status_code == 499
+    assert row.occurred_at is not None and time.monotonic() - left < 6  # not after the 40 s generation
+
+    def aborted() -> bool:
+        for line in httpx.get(engine.url + "/metrics").text.splitlines():
+            if line.startswith("vllm:request_success_total") and 'finished_reason="abort"' in line:
+                return float(line.rsplit(" ", 1)[1]) >= 1
+        return False
+    assert wait_for(aborted, timeout=5)
