@@ -8,6 +8,7 @@ their /health succeeds again.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -52,14 +53,19 @@ class Balancer:
         self.ttft[upstream.instance_id] = ewma(self.ttft.get(upstream.instance_id), seconds)
 
     def acquire(self, upstream: Upstream) -> None:
-        count = self.outstanding.get(upstream.instance_id, 0) + 1
-        self.outstanding[upstream.instance_id] = count
-        self._metrics.outstanding_for(upstream.instance_id).set(count)
+        instance_id = upstream.instance_id
+        count = self.outstanding.get(instance_id)
+        if count is None:  # first request to this engine: its gauge reads the count when scraped
+            count = 0
+            self._metrics.track_outstanding(instance_id, functools.partial(self._outstanding_of, instance_id))
+        self.outstanding[instance_id] = count + 1
 
     def release(self, upstream: Upstream) -> None:
-        count = max(0, self.outstanding.get(upstream.instance_id, 0) - 1)
-        self.outstanding[upstream.instance_id] = count
-        self._metrics.outstanding_for(upstream.instance_id).set(count)
+        instance_id = upstream.instance_id
+        self.outstanding[instance_id] = max(0, self.outstanding.get(instance_id, 0) - 1)
+
+    def _outstanding_of(self, instance_id: int) -> int:
+        return self.outstanding.get(instance_id, 0)
 
     def succeeded(self, upstream: Upstream) -> None:
         self._failures.pop(upstream.instance_id, None)

@@ -202,7 +202,7 @@ class InferenceHandler:
         except QueueTimeout:
             self.state.metrics.queue_rejections.labels(str(call.tenant.id), "timeout").inc()
             raise errors.queue_timeout(record.model_name) from None
-        self.state.metrics.queue_wait.observe(waited)
+        self.state.metrics.observe_queue_wait(waited)
         try:
             await self._route(call, client, record, estimate, token_cap, budget)
         finally:

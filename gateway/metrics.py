@@ -56,6 +56,9 @@ class GatewayMetrics:
         self.affinity_spill = Counter("switchyard_gateway_prefix_affinity_spill",
                                       "Prefix-affinity requests spilled past their key's home engine.",
                                       registry=registry)
+        # Per-request updates of unlabelled series, without prometheus_client's per-call checks.
+        self.observe_queue_wait = HistogramObserver(self.queue_wait).observe
+        self._count_home, self._count_spill = _count_of(self.affinity_home), _count_of(self.affinity_spill)
 
     def observe_done(self, record) -> None:
         """Count one finished request from its usage record."""
@@ -103,9 +106,9 @@ class GatewayMetrics:
             found = self._children[key] = metric.labels(*labels)
         return found
 
-    def outstanding_for(self, instance_id: int):
-        """The outstanding-requests gauge of one engine."""
-        return self.child(self.outstanding, str(instance_id))
+    def track_outstanding(self, instance_id: int, read: Callable[[], float]) -> None:
+        """One engine's outstanding-requests gauge reads `read()` when scraped (nothing per request)."""
+        self.child(self.outstanding, str(instance_id)).set_function(read)
 
     def forget_outstanding(self, instance_id: int) -> None:
         """Drop an engine's gauge (it left the snapshot)."""
@@ -117,7 +120,7 @@ class GatewayMetrics:
 
     def observe_placement(self, home: bool) -> None:
         """The prefix-affinity policy's report: home engine or spilled."""
-        (self.affinity_home if home else self.affinity_spill).inc()
+        (self._count_home if home else self._count_spill)(1)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -77,3 +77,14 @@ def test_histogram_observer_picks_prometheus_bucket(amount):
     metrics_module.HistogramObserver(fast.ttft.labels("m")).observe(amount)
     reference.ttft.labels("m").observe(amount)
     assert _exposition(fast) == _exposition(reference)
+
+
+def test_queue_wait_and_placements_expose_what_the_public_api_exposes():
+    fast, reference = GatewayMetrics(), GatewayMetrics()
+    for seconds in [0.0, 0.001, *LATENCY_BUCKETS, 0.3, 200.0]:
+        fast.observe_queue_wait(seconds)
+        reference.queue_wait.observe(seconds)
+    for home in (True, True, False, True, False):
+        fast.observe_placement(home)
+        (reference.affinity_home if home else reference.affinity_spill).inc()
+    assert _exposition(fast) == _exposition(reference)
