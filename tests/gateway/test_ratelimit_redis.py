@@ -2,7 +2,6 @@
 import asyncio
 import multiprocessing
 import socket
-import uuid
 
 import pytest
 

@@ -2,14 +2,12 @@
 import asyncio
 import multiprocessing
 import socket
-import uuid
 
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
-from gateway.ratelimit import (ADMIT, SETTLE, FailurePolicy, LimiterConfig, Limits, Outcome, RateLimiter, Subject,
-                               SubjectKind, make_client)
+from gateway.ratelimit import ADMIT, SETTLE, FailurePolicy, LimiterConfig, Outcome, RateLimiter
 from gateway.resp import PipelinedRedis, encode_command, parse_reply
 from tests.gateway.ratelimit_helpers import admission, tenant, redis_url
 
