@@ -39,6 +39,7 @@ from gateway.snapshot_loader import load_key
 from gateway.upstream import UpstreamClient
 
 log = logging.getLogger("gateway")
+GC_YOUNG_THRESHOLD = 20_000
 ROUTES = {
     "/v1/chat/completions": "POST",
     "/v1/completions": "POST",
@@ -158,7 +159,11 @@ class GatewayApp:
                        asyncio.create_task(state.recorder.run(), name="gateway-usage-writer")]
         # What start-up built (Django, settings, the snapshot) lives as long as the process: the
         # cyclic collector need not walk it again on every full collection while requests run.
+        # And it runs when 20,000 more objects live than before (not 700): requests free what they
+        # allocate by reference counting, so at the default the collector ran every few hundred
+        # requests for ~10 us per request of scanning in-flight state (measured in-process).
         gc.freeze()
+        gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
     def _build_state(self) -> GatewayState:
         config = self.config
