@@ -30,6 +30,10 @@ from .request import Request, make_waiting_queue
 
 Scheduled = dict  # Request -> number of tokens computed for it this step
 
+# What a request needs after update(): only one token with room in its last
+# block, a new block first, or more prefill.
+_DECODING, _NEEDS_BLOCK, _PREFILLING = object(), object(), object()
+
 logger = logging.getLogger(__name__)
 
 
@@ -47,6 +51,11 @@ class Engine:
         self._wakeup = asyncio.Event()
         self._task: Optional[asyncio.Task] = None
         self._clock = time.monotonic
+        # Set by update() when every running request just decodes one token
+        # next step with room in its last block: schedule() then skips the scan.
+        self._all_decoding = False
+        self._covered = False  # the last schedule() included every running request
+        self._inflight: Scheduled = {}  # the last schedule()'s result, until update()
 
     # ------------------------------------------------------------------ API
     def start(self) -> None:
@@ -102,6 +111,7 @@ class Engine:
             return
         if not self.waiting.remove(req) and req in self.running:
             self.running.remove(req)
+        self._inflight.pop(req, None)  # aborted while its step was "running": update skips it
         self._finish(req, "abort")
         self._wakeup.set()  # freed blocks may let a blocked queue head in
 
@@ -144,11 +154,20 @@ class Engine:
     # ----------------------------------------------------------- schedule
     def schedule(self) -> Scheduled:
         """Pick this step's requests and token counts, allocating KV slots."""
-        scheduled: Scheduled = {}
-        budget, preempted = self._schedule_running(scheduled)
+        running, budget = self.running, self.config.max_num_batched_tokens
+        if self._all_decoding and len(running) <= budget:
+            # What _schedule_running would pick: one token each, in order, no allocation.
+            scheduled: Scheduled = dict.fromkeys(running, 1)
+            budget, preempted = budget - len(running), False
+        else:
+            scheduled = {}
+            budget, preempted = self._schedule_running(scheduled)
         if not preempted:
             # vLLM does not admit new work in a step that had to preempt.
             self._schedule_waiting(scheduled, budget)
+        self._all_decoding = False
+        self._covered = len(scheduled) == len(running)  # scheduled is a subset of running
+        self._inflight = scheduled
         self.num_steps += 1
         return scheduled
 
@@ -198,6 +217,7 @@ class Engine:
         self.running.remove(req)
         self.kv.free(req)
         req.num_computed_tokens = 0
+        req.quiet_until = 0
         req.num_preemptions += 1
         self.stats.num_preemptions += 1
         self.waiting.prepend(req)
@@ -234,35 +254,71 @@ class Engine:
     def update(self, scheduled: Scheduled) -> None:
         """Apply a finished step: advance computed tokens, sample, finish.
 
-        Sampling is inlined: this loop runs once per running request per step,
-        so it is the simulator's hottest code in zero-latency mode.
+        This loop runs once per running request per step, so it is the
+        simulator's hottest code in zero-latency mode: a decode step short of
+        the request's ``quiet_until`` only samples; ``_advance`` does the rest.
         """
-        block_size = self.config.block_size
-        cache_full_blocks = self.kv.cache_full_blocks
-        sampled = 0
+        all_decoding = scheduled is self._inflight and self._covered
+        sampled = len(scheduled)
         for req, n in scheduled.items():
-            if req.finish_reason is not None:
-                continue  # aborted while the step was "running"
             req.num_computed_tokens = computed = req.num_computed_tokens + n
-            if computed // block_size > req.num_cached_blocks:
-                cache_full_blocks(req)  # some block filled up this step
-            tokens = req.all_tokens
-            if computed < len(tokens):
-                continue  # chunked prefill not done yet
-            token = req.next_token()  # "" when EOS was drawn
-            tokens.append(token)
-            sampled += 1
-            if len(tokens) >= (len(req.block_hashes) + 1) * block_size:
-                extend_block_hashes(req.block_hashes, tokens, block_size, req.cache_salt)
-            if req.first_token_time is None:
-                self._on_first_token(req)
-            if req.queue is not None:
-                req.queue.put_nowait(token)
-            if not token:
-                self._finish_running(req, "stop")
-            elif len(tokens) >= req.length_limit:  # max_tokens reached, or max_model_len
-                self._finish_running(req, "length")
+            if computed < req.quiet_until:
+                token = req.next_token()  # "" when EOS was drawn
+                req.all_tokens.append(token)
+                if req.queue is not None:
+                    req.queue.put_nowait(token)
+                if not token:
+                    self._finish_running(req, "stop")
+                continue
+            state = self._advance(req, computed)
+            if state is not _DECODING:
+                all_decoding = False
+                if state is _PREFILLING:
+                    sampled -= 1
         self.stats.generation_tokens += sampled
+        self._all_decoding = all_decoding
+
+    def _advance(self, req: Request, computed: int) -> object:
+        """Full per-step work for one request; returns what it needs next step."""
+        block_size = self.config.block_size
+        if computed // block_size > req.num_cached_blocks:
+            self.kv.cache_full_blocks(req)  # some block filled up this step
+        tokens = req.all_tokens
+        if computed < len(tokens):
+            return _PREFILLING  # chunked prefill not done yet
+        token = req.next_token()  # "" when EOS was drawn
+        tokens.append(token)
+        if len(tokens) >= (len(req.block_hashes) + 1) * block_size:
+            extend_block_hashes(req.block_hashes, tokens, block_size, req.cache_salt)
+        if req.first_token_time is None:
+            self._on_first_token(req)
+        if req.queue is not None:
+            req.queue.put_nowait(token)
+        if not token:
+            self._finish_running(req, "stop")
+        elif len(tokens) >= req.length_limit:  # max_tokens reached, or max_model_len
+            self._finish_running(req, "length")
+        else:
+            return self._set_quiet_until(req, len(tokens))
+        return _DECODING  # finished: nothing to schedule
+
+    def _set_quiet_until(self, req: Request, num_tokens: int) -> object:
+        """Find the first decode step that needs more than sampling (see ``update``)."""
+        block_size = self.config.block_size
+        capacity = len(req.blocks) * block_size
+        state = _DECODING
+        if num_tokens > capacity:
+            # The next step's decode allocates exactly one block before this
+            # request is updated again (or preempts it, which resets the bound).
+            capacity += block_size
+            state = _NEEDS_BLOCK
+        # Steps ending below each bound skip, in order: a new full block to
+        # hash, the length limit, the next allocation, a block filling up.
+        until = min((len(req.block_hashes) + 1) * block_size - 1, req.length_limit - 1, capacity)
+        if self.kv.enable_caching:
+            until = min(until, (req.num_cached_blocks + 1) * block_size)
+        req.quiet_until = until
+        return state
 
     def _on_first_token(self, req: Request) -> None:
         """Stamp the first token; like vLLM, count prompt tokens in full (cache hits included)."""

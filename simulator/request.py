@@ -23,7 +23,7 @@ class Request:
         "queue", "done", "length_limit", "finish_reason",
         "num_computed_tokens", "blocks", "block_hashes", "num_cached_blocks",
         "num_cached_tokens", "scheduled_time", "first_token_time", "finished_time",
-        "num_preemptions",
+        "num_preemptions", "quiet_until",
     )
 
     def __init__(self, request_id: str, prompt_tokens: list, max_tokens: int, *,
@@ -58,6 +58,9 @@ class Request:
         self.first_token_time: Optional[float] = None
         self.finished_time: Optional[float] = None
         self.num_preemptions = 0
+        # Engine bookkeeping: while decoding, steps that end with fewer computed
+        # tokens than this need no block, hash, cache or length work (0: always check).
+        self.quiet_until = 0
 
     @property
     def num_tokens(self) -> int:
