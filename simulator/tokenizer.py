@@ -96,22 +96,52 @@ def sample_tokens(seed: int, eos_probability: float = 0.0) -> Iterator[str]:
     return chain.from_iterable(_sample_batches(seed, eos_probability))
 
 
+def _jump_table(n: int) -> tuple[tuple[int, int], ...]:
+    """(a_j, c_j) with state_j == (a_j * state_0 + c_j) mod 2**64 for j = 1..n."""
+    table, a, c = [], 1, 0
+    for _ in range(n):
+        a, c = (a * _MUL) & _MASK, (c * _MUL + _INC) & _MASK
+        table.append((a, c))
+    return tuple(table)
+
+
+_JUMPS = _jump_table(SAMPLE_BATCH)
+# Clearing the 11 low bits instead of shifting them out, and scaling by 2**11
+# less, multiplies the very same real numbers: the float product rounds alike.
+_HIGH_53 = _MASK & ~0x7FF
+_HIGH_SCALE = _TOKEN_SCALE / (1 << 11)
+
+
 def _sample_batches(seed: int, eos_probability: float) -> Iterator[list[str]]:
     """Lists of SAMPLE_BATCH consecutive draws (see ``sample_tokens``)."""
+    if eos_probability <= 0:
+        return _token_batches(TokenSampler(seed).state)
+    return _eos_batches(seed, eos_probability)
+
+
+def _token_batches(state: int) -> Iterator[list[str]]:
+    """Draws without EOS checks: each one jumps straight from the batch's start state."""
+    jumps, high, scale, vocab, to_int, mask = _JUMPS, _HIGH_53, _HIGH_SCALE, VOCAB, trunc, _MASK
+    a_last, c_last = jumps[-1]
+    while True:
+        yield [vocab[to_int(((a * state + c) & high) * scale)] for a, c in jumps]
+        state = (a_last * state + c_last) & mask
+
+
+def _eos_batches(seed: int, eos_probability: float) -> Iterator[list[str]]:
+    """Draws with an EOS check before each token (a variable number of states each)."""
     state = TokenSampler(seed).state
     # Constants as locals for the tight loop; trunc() of a non-negative float
     # is int() of it, minus int()'s type-call overhead.
     mul, inc, mask, unit, scale, vocab, to_int = _MUL, _INC, _MASK, _UNIT, _TOKEN_SCALE, VOCAB, trunc
-    eos = eos_probability > 0
     while True:
         batch = []
         append = batch.append
         for _ in range(SAMPLE_BATCH):
-            if eos:
-                state = (state * mul + inc) & mask
-                if (state >> 11) / unit < eos_probability:
-                    append("")
-                    continue
+            state = (state * mul + inc) & mask
+            if (state >> 11) / unit < eos_probability:
+                append("")
+                continue
             state = (state * mul + inc) & mask
             append(vocab[to_int((state >> 11) * scale)])
         yield batch

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 
 import pytest
 
@@ -28,6 +29,14 @@ def test_batched_sampling_draws_the_same_tokens(seed, eos_probability):
     n = 3 * SAMPLE_BATCH + 5  # across several batch boundaries
     drawn = list(itertools.islice(sample_tokens(seed, eos_probability), n))
     assert drawn == reference_tokens(seed, eos_probability, n)
+
+
+def test_jumped_draws_match_stepping_for_many_seeds():
+    rng = random.Random(20261130)
+    seeds = [rng.getrandbits(64) for _ in range(400)] + list(range(50)) + [2**64 - 1 - i for i in range(50)]
+    for seed in seeds:
+        drawn = list(itertools.islice(sample_tokens(seed), 2 * SAMPLE_BATCH + 3))
+        assert drawn == reference_tokens(seed, 0.0, 2 * SAMPLE_BATCH + 3), seed
 
 
 @pytest.mark.parametrize("text", ["", "abc", "abcd", "def f(n):\n    return n\n", "é😀\n\r\x00 \u2028x" * 3])
