@@ -288,8 +288,6 @@ class Engine:
             return _PREFILLING  # chunked prefill not done yet
         token = req.next_token()  # "" when EOS was drawn
         tokens.append(token)
-        if len(tokens) >= (len(req.block_hashes) + 1) * block_size:
-            extend_block_hashes(req.block_hashes, tokens, block_size, req.cache_salt)
         if req.first_token_time is None:
             self._on_first_token(req)
         if req.queue is not None:
@@ -299,6 +297,9 @@ class Engine:
         elif len(tokens) >= req.length_limit:  # max_tokens reached, or max_model_len
             self._finish_running(req, "length")
         else:
+            # Only a request that goes on needs hashes of its new full blocks.
+            if len(tokens) >= (len(req.block_hashes) + 1) * block_size:
+                extend_block_hashes(req.block_hashes, tokens, block_size, req.cache_salt)
             return self._set_quiet_until(req, len(tokens))
         return _DECODING  # finished: nothing to schedule
 
