@@ -52,8 +52,10 @@ class Engine:
         self._task: Optional[asyncio.Task] = None
         self._clock = time.monotonic
         # Set by update() when every running request just decodes one token
-        # next step with room in its last block: schedule() then skips the scan.
+        # next step, with room in its last block or in one new block (listed in
+        # _needs_block, running order): schedule() then skips the scan.
         self._all_decoding = False
+        self._needs_block: list[Request] = []
         self._covered = False  # the last schedule() included every running request
         self._inflight: Scheduled = {}  # the last schedule()'s result, until update()
 
@@ -155,8 +157,11 @@ class Engine:
     def schedule(self) -> Scheduled:
         """Pick this step's requests and token counts, allocating KV slots."""
         running, budget = self.running, self.config.max_num_batched_tokens
-        if self._all_decoding and len(running) <= budget:
-            # What _schedule_running would pick: one token each, in order, no allocation.
+        if (self._all_decoding and len(running) <= budget
+                and len(self._needs_block) <= self.kv.pool.num_free):
+            # What _schedule_running would pick: one token each, in order, and
+            # the same one-block allocations, which all fit without preempting.
+            self._allocate_next_blocks()
             scheduled: Scheduled = dict.fromkeys(running, 1)
             budget, preempted = budget - len(running), False
         else:
@@ -170,6 +175,13 @@ class Engine:
         self._inflight = scheduled
         self.num_steps += 1
         return scheduled
+
+    def _allocate_next_blocks(self) -> None:
+        """Give each request in ``_needs_block`` its next block, in running order."""
+        allocate = self.kv.pool.allocate
+        for req in self._needs_block:
+            if req.finish_reason is None:  # not aborted since update()
+                req.blocks.extend(allocate(1))
 
     def _schedule_running(self, scheduled: Scheduled) -> tuple[int, bool]:
         """Schedule running requests, preempting on KV exhaustion; returns (budget, preempted)."""
@@ -259,6 +271,7 @@ class Engine:
         the request's ``quiet_until`` only samples; ``_advance`` does the rest.
         """
         all_decoding = scheduled is self._inflight and self._covered
+        self._needs_block = needs_block = []
         sampled = len(scheduled)
         for req, n in scheduled.items():
             req.num_computed_tokens = computed = req.num_computed_tokens + n
@@ -272,8 +285,10 @@ class Engine:
                 continue
             state = self._advance(req, computed)
             if state is not _DECODING:
-                all_decoding = False
-                if state is _PREFILLING:
+                if state is _NEEDS_BLOCK:
+                    needs_block.append(req)
+                else:  # _PREFILLING
+                    all_decoding = False
                     sampled -= 1
         self.stats.generation_tokens += sampled
         self._all_decoding = all_decoding
