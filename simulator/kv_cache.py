@@ -146,6 +146,8 @@ class KVCacheManager:
         # The last token must always be recomputed to produce logits, so a
         # full-prompt hit is capped one token short (whole blocks only).
         max_blocks = (len(req.all_tokens) - 1) // self.block_size
+        if not max_blocks:
+            return [], 0  # a prompt within one block: nothing to look up
         hits = self.pool.lookup_prefix(req.block_hashes[:max_blocks])
         return hits, len(hits) * self.block_size
 
@@ -154,10 +156,11 @@ class KVCacheManager:
         """Ensure ``req`` holds blocks for ``total_tokens`` tokens; False if it can't."""
         if not computed_blocks and total_tokens <= len(req.blocks) * self.block_size:
             return True  # decode fast path: the current last block still has room
-        need = self.blocks_needed(total_tokens) - len(req.blocks) - len(computed_blocks)
+        # blocks_needed(), max() and num_free inlined: this runs on every admission.
+        need = -(-total_tokens // self.block_size) - len(req.blocks) - len(computed_blocks)
         # Cache hits sitting in the free queue stop being free once touched.
         evictable_hits = sum(1 for b in computed_blocks if b.ref_cnt == 0) if computed_blocks else 0
-        if max(need, 0) + evictable_hits > self.pool.num_free:
+        if (need if need > 0 else 0) + evictable_hits > len(self.pool.free_queue):
             return False
         if computed_blocks:
             self.pool.touch(computed_blocks)
