@@ -313,6 +313,8 @@ class Cycle:
 
     # From the connection
     def feed(self, body: bytes) -> None:
+        if self.complete:
+            return  # answered without reading it all (413): the rest is dropped, then the connection
         self.chunks.append(body)
         self.buffered += len(body)
         self._wake()
@@ -363,7 +365,7 @@ class Cycle:
                 conn.close()
         finally:
             self.task = None
-            if not self.complete:
+            if not self.complete or self.more_body:  # unfinished, or the request body not read to its end
                 self.keep_alive = False
             conn.answered(self)
 
@@ -430,6 +432,8 @@ class Cycle:
 
     def _start_response(self, status: int, headers) -> None:
         self.started = True
+        if self.more_body:  # answering before the request body arrived whole: the connection ends
+            self.keep_alive = False
         parts = [_status_line(status)]
         length = None
         for name, value in headers:

@@ -352,3 +352,16 @@ def test_the_disconnect_extension_calls_back_once_when_the_client_leaves_before_
         sock.close()
         time.sleep(0.4)
         assert calls == ["/wait"]
+
+
+def test_an_answer_before_the_whole_body_arrived_closes_the_connection():
+    async def too_large(scope, receive, send):
+        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    with Running(too_large) as running:
+        sock = running.connect()
+        sock.sendall(b"POST /big HTTP/1.1\r\nhost: x\r\ncontent-length: 100000000\r\n\r\n" + b"x" * 65536)
+        status, headers, _ = read_response(sock)
+        assert status.startswith(b"HTTP/1.1 413") and headers[b"connection"] == [b"close"]
+        assert closed_by_server(sock)
