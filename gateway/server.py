@@ -14,8 +14,9 @@ What this server does, and how:
 - back-pressure both ways: reading pauses while a request body waits unread past `BODY_HIGH_WATER`,
   and `send` waits while the transport's write buffer is over its high-water mark;
 - limits: request line + headers at most `max_header_bytes` (431), a request whose headers have
-  not arrived within `header_timeout` is dropped (slow-loris), idle keep-alive connections close
-  after `keep_alive_timeout`; all three checked by one sweep per second, not a timer per request;
+  not arrived within `header_timeout` is dropped (slow-loris), so is one whose body stops arriving
+  for `body_timeout`, idle keep-alive connections close after `keep_alive_timeout`; all checked
+  by one sweep per second, not a timer per request;
 - errors: a malformed request gets 400 and the connection closes; an application error before
   the response started gets 500, after it the connection closes (the client sees a cut answer);
 - `Date` on every response (cached per second); no `Server` header;
@@ -70,10 +71,11 @@ class ServerState:
     """What the connections of one server share: the app, limits, the live connections, the date."""
 
     def __init__(self, app, *, keep_alive_timeout: float, header_timeout: float, max_header_bytes: int,
-                 share=None):
+                 body_timeout: float = 30.0, share=None):
         self.app = app
         self.keep_alive_timeout = keep_alive_timeout
         self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
         self.max_header_bytes = max_header_bytes
         self.share = share
         self.connections: set[HttpConnection] = set()
@@ -90,7 +92,7 @@ class HttpConnection(asyncio.Protocol):
 
     __slots__ = ("state", "loop", "transport", "parser", "server_addr", "client_addr", "current", "parsing",
                  "queued", "url", "headers", "header_bytes", "parse_started", "idle_since", "read_paused",
-                 "write_paused", "drain_waiter", "closed", "shed", "expect_continue")
+                 "write_paused", "drain_waiter", "closed", "shed", "expect_continue", "read_at")
 
     def __init__(self, state: ServerState, loop: asyncio.AbstractEventLoop):
         self.state, self.loop = state, loop
@@ -104,7 +106,7 @@ class HttpConnection(asyncio.Protocol):
         self.headers: list = []
         self.header_bytes = 0
         self.parse_started = 0.0  # when the request now being parsed began; 0 between requests
-        self.idle_since = 0.0
+        self.idle_since = self.read_at = 0.0
         self.read_paused = self.write_paused = self.closed = self.shed = False
         self.drain_waiter: asyncio.Future | None = None
         self.expect_continue = False  # the request being parsed sent `Expect: 100-continue`
@@ -120,6 +122,7 @@ class HttpConnection(asyncio.Protocol):
             self.state.share.opened()
 
     def data_received(self, data: bytes) -> None:
+        self.read_at = self.loop.time()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:  # served as plain HTTP; nothing after it is read
@@ -255,6 +258,9 @@ class HttpConnection(asyncio.Protocol):
             return
         if self.parse_started and now - self.parse_started > self.state.header_timeout:
             self._refuse(408, "The request headers did not arrive in time.")
+        elif self.parsing is not None and self.parsing.more_body and not self.read_paused and \
+                now - self.read_at > self.state.body_timeout:
+            self.close()  # a request body that stopped arriving: the request sees a disconnect
         elif self.current is None and not self.queued and self.parse_started == 0.0 and \
                 now - self.idle_since > self.state.keep_alive_timeout:
             self.close()
@@ -484,11 +490,13 @@ class HttpServer:
     """
 
     def __init__(self, app, *, host: str = "127.0.0.1", port: int = 8001, backlog: int = 4096,
-                 keep_alive_timeout: float = 5.0, header_timeout: float = 10.0, max_header_bytes: int = 64 * 1024,
+                 keep_alive_timeout: float = 5.0, header_timeout: float = 10.0, body_timeout: float = 30.0,
+                 max_header_bytes: int = 64 * 1024,
                  graceful_timeout: float = 30.0, lifespan: bool = True, share=None, install_signals: bool = True):
         self.app, self.host, self.port, self.backlog = app, host, port, backlog
         self.lifespan = Lifespan(app) if lifespan else None
         self.state = ServerState(app, keep_alive_timeout=keep_alive_timeout, header_timeout=header_timeout,
+                                 body_timeout=body_timeout,
                                  max_header_bytes=max_header_bytes, share=share)
         self.graceful_timeout = graceful_timeout
         self.install_signals = install_signals

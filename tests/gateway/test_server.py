@@ -365,3 +365,25 @@ def test_an_answer_before_the_whole_body_arrived_closes_the_connection():
         status, headers, _ = read_response(sock)
         assert status.startswith(b"HTTP/1.1 413") and headers[b"connection"] == [b"close"]
         assert closed_by_server(sock)
+
+
+def test_a_request_body_that_stops_arriving_is_dropped():
+    seen = []
+
+    async def reading(scope, receive, send):
+        while True:
+            message = await receive()
+            seen.append(message["type"])
+            if message["type"] == "http.disconnect" or not message.get("more_body"):
+                return
+
+    with Running(reading, body_timeout=0.3) as running:
+        sock = running.connect()
+        sock.sendall(b"POST /slow HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n0123456789")
+        started = time.monotonic()
+        assert closed_by_server(sock, within=5)
+        assert time.monotonic() - started < 3
+        deadline = time.monotonic() + 2
+        while "http.disconnect" not in seen and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert seen[0] == "http.request" and seen[-1] == "http.disconnect"
