@@ -325,7 +325,7 @@ def _outcome(status: int) -> str:
 class DisconnectWatcher:
     """Cancels the request when its client goes away before the answer is complete.
 
-    Under the gateway's own server (gateway/server.py) the server calls back on a disconnect
+    Under the gateway's own server (gateway/server/) the server calls back on a disconnect
     (its `switchyard.disconnect` extension): no timer and no task per request. Under any other
     ASGI server a watcher task waits on `receive()`, started only for requests still running
     after `WATCH_AFTER_SECONDS` (most answers are done sooner, and a task per request costs

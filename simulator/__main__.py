@@ -52,7 +52,7 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> SimulatorConfig:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Serve the simulator with the gateway's lean HTTP/1.1 server (gateway/server.py: uvloop + httptools)."""
+    """Serve the simulator with the gateway's lean HTTP/1.1 server (gateway/server/: uvloop + httptools)."""
     import logging
 
     from gateway.server import HttpServer

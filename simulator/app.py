@@ -64,13 +64,13 @@ async def send_bytes(send: Send, status: int, body: bytes, content_type: bytes =
 # CPU, and most such requests are answered well within this delay; a client
 # that leaves earlier is still noticed (and its request aborted) at the delay.
 DISCONNECT_WATCH_DELAY = 0.01
-DISCONNECT_EXTENSION = "switchyard.disconnect"  # gateway/server.py's disconnect callback
+DISCONNECT_EXTENSION = "switchyard.disconnect"  # gateway/server/'s disconnect callback
 
 
 class DisconnectWatch:
     """Aborts a request when its client disconnects.
 
-    Under the gateway's HTTP server (gateway/server.py) the server calls back on a disconnect
+    Under the gateway's HTTP server (gateway/server/) the server calls back on a disconnect
     (`switchyard.disconnect`): no timer, no task. Under other ASGI servers a task watches
     receive(), started DISCONNECT_WATCH_DELAY after the request began."""
 

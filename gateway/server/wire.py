@@ -1,0 +1,23 @@
+"""What goes on the wire besides the application's own bytes: status lines, canned answers, limits."""
+from __future__ import annotations
+
+import http
+
+BODY_HIGH_WATER = 1 << 20  # unread request body bytes before reading pauses
+MAX_PIPELINED = 16  # requests parsed ahead of the one being answered before reading pauses
+ASGI = {"version": "3.0", "spec_version": "2.3"}
+DISCONNECT = {"type": "http.disconnect"}
+DISCONNECT_EXTENSION = "switchyard.disconnect"
+STATUS_LINES = {status.value: b"HTTP/1.1 %d %s\r\n" % (status.value, status.phrase.encode())
+                for status in http.HTTPStatus}
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def status_line(status: int) -> bytes:
+    return STATUS_LINES.get(status) or b"HTTP/1.1 %d \r\n" % status
+
+
+def plain_response(status: int, text: str) -> bytes:
+    body = text.encode()
+    return (status_line(status) + b"content-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(body), body))
