@@ -370,7 +370,5 @@ class DisconnectWatcher:
         while True:
             message = await self._receive()
             if message["type"] == "http.disconnect":
-                if not self._client.complete:
-                    self._record.outcome = "cancelled"
-                    self._request.cancel()
+                self._gone()
                 return

@@ -101,7 +101,6 @@ class UpstreamResponse:
         self._released = True
         self._conn.finished(reuse=self._complete and self._error is None)
 
-
     # Called by the connection.
     def _feed(self, data: bytes) -> None:
         self._chunks.append(data)

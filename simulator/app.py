@@ -12,6 +12,8 @@ from typing import Awaitable, Callable, Iterator, Optional
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from gateway.server.wire import DISCONNECT_EXTENSION  # the server's disconnect callback
+
 from . import protocol
 from .config import SimulatorConfig
 from .engine import Engine
@@ -64,7 +66,6 @@ async def send_bytes(send: Send, status: int, body: bytes, content_type: bytes =
 # CPU, and most such requests are answered well within this delay; a client
 # that leaves earlier is still noticed (and its request aborted) at the delay.
 DISCONNECT_WATCH_DELAY = 0.01
-DISCONNECT_EXTENSION = "switchyard.disconnect"  # gateway/server/'s disconnect callback
 
 
 class DisconnectWatch:
@@ -97,7 +98,7 @@ class DisconnectWatch:
         while True:
             msg = await self.receive()
             if msg["type"] == "http.disconnect":
-                self.engine.abort(self.req)
+                self._gone()
                 return
 
     def stop(self, answered: bool) -> None:
