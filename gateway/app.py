@@ -24,7 +24,7 @@ from gateway.config import GatewayConfig
 from gateway.dbthreads import DatabaseThreads
 from gateway.dedup import DedupCache
 from gateway.feedback import handle_feedback
-from gateway.http import JSON_HEADERS, request_id, send_error, send_plain_error, send_response
+from gateway.http import JSON_HEADERS, request_ids, send_error, send_plain_error, send_response
 from gateway.inference import InferenceHandler
 from gateway.keycache import KeyCache
 from gateway.limits import Limiter
@@ -95,42 +95,42 @@ class GatewayApp:
             return await self._inference.handle(scope, receive, send, "chat")
         if path == "/v1/completions" and method == "POST":
             return await self._inference.handle(scope, receive, send, "completions")
-        rid = request_id(scope)
+        _, ids = request_ids(scope)
         expected = ROUTES.get(path)
         if expected is None:
-            return await send_plain_error(send, 404, "not_found", f"No route {path}.", rid)
+            return await send_plain_error(send, 404, "not_found", f"No route {path}.", ids)
         if method != expected:
-            return await send_plain_error(send, 405, "method_not_allowed", f"Use {expected} for {path}.", rid)
+            return await send_plain_error(send, 405, "method_not_allowed", f"Use {expected} for {path}.", ids)
         if path == "/v1/models":
-            return await self._models(scope, send, rid)
+            return await self._models(scope, send, ids)
         if path == "/v1/feedback":
             return await handle_feedback(self.state, scope, receive, send)
         if path == "/metrics":
-            return await self._metrics(send, rid)
-        await self._healthz(send, rid)
+            return await self._metrics(send, ids)
+        await self._healthz(send, ids)
 
-    async def _models(self, scope, send, rid: str) -> None:
+    async def _models(self, scope, send, ids: list) -> None:
         """The models this key may use and that have a routable engine for its tenant."""
         try:
             key = await authenticate(scope, self.state.keys)
             await current_tenant(self.state, key)
         except errors.GatewayError as error:
-            return await send_error(send, error, rid)
+            return await send_error(send, error, ids)
         created = int(self.state.started_at)
         data = [{"id": name, "object": "model", "created": created, "owned_by": "switchyard"}
                 for name in self.state.snapshot.models_for(key)]
         body = json.dumps({"object": "list", "data": data}).encode()
-        await send_response(send, 200, body, [*JSON_HEADERS, (b"x-request-id", rid.encode())])
+        await send_response(send, 200, body, [*JSON_HEADERS, *ids])
 
-    async def _metrics(self, send, rid: str) -> None:
+    async def _metrics(self, send, ids: list) -> None:
         self.metrics.usage_pending.set(self.state.recorder.pending)
         await send_response(send, 200, self.metrics.render(),
-                            [(b"content-type", CONTENT_TYPE_LATEST.encode()), (b"x-request-id", rid.encode())])
+                            [(b"content-type", CONTENT_TYPE_LATEST.encode()), *ids])
 
-    async def _healthz(self, send, rid: str) -> None:
+    async def _healthz(self, send, ids: list) -> None:
         age = time.monotonic() - self.state.snapshot.loaded_at
         body = json.dumps({"status": "ok", "snapshot_age_seconds": round(age, 3), "worker_pid": os.getpid()}).encode()
-        await send_response(send, 200, body, [*JSON_HEADERS, (b"x-request-id", rid.encode())])
+        await send_response(send, 200, body, [*JSON_HEADERS, *ids])
 
     async def _lifespan(self, receive, send) -> None:
         while True:

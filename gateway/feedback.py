@@ -9,7 +9,7 @@ import json
 
 from gateway import errors
 from gateway.auth import authenticate, current_tenant
-from gateway.http import JSON_HEADERS, ClientGone, read_body, request_id, send_error, send_response
+from gateway.http import JSON_HEADERS, ClientGone, read_body, request_ids, send_error, send_response
 from gateway.payload import json_object
 
 MAX_FEEDBACK_BODY = 4096
@@ -45,15 +45,15 @@ def save_feedback(tenant_id: int, rid: str, accepted: bool) -> None:
 
 async def handle_feedback(state, scope: dict, receive, send) -> None:
     """Authenticate, validate, store; answers 200 with what was recorded."""
-    rid = request_id(scope)
+    _, ids = request_ids(scope)
     try:
         key = await authenticate(scope, state.keys)
         tenant = await current_tenant(state, key)
         target, accepted = parse_feedback(await read_body(scope, receive, MAX_FEEDBACK_BODY))
         await state.db.run(save_feedback, tenant.id, target, accepted)
     except errors.GatewayError as error:
-        return await send_error(send, error, rid)
+        return await send_error(send, error, ids)
     except ClientGone:
         return
     body = json.dumps({"object": "feedback", "request_id": target, "accepted": accepted}).encode()
-    await send_response(send, 200, body, [*JSON_HEADERS, (b"x-request-id", rid.encode())])
+    await send_response(send, 200, body, [*JSON_HEADERS, *ids])

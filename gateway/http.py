@@ -1,6 +1,7 @@
 """Small ASGI helpers: headers, bounded body reading, whole responses."""
 from __future__ import annotations
 
+import itertools
 import os
 import re
 
@@ -22,12 +23,35 @@ def header(scope: dict, name: bytes) -> bytes | None:
     return table.get(name)
 
 
-def request_id(scope: dict) -> str:
-    """The caller's x-request-id when it is safe to log and store, else a fresh one."""
+def request_ids(scope: dict) -> tuple[str, list]:
+    """The gateway's id for this request and the response headers that carry it.
+
+    The id is always minted here, never taken from the caller: it is the usage event's unique
+    key, the member of the request's concurrency lease and the name of its budget reservation,
+    so two requests must never share one (a client re-sending its own x-request-id would
+    otherwise go unmetered, or share a lease). A caller's own x-request-id, when safe to echo
+    (1-64 of A-Za-z0-9._:-), comes back as x-client-request-id, as OpenAI's API does.
+    """
+    rid = mint_request_id()
+    headers = [(b"x-request-id", rid.encode())]
     incoming = header(scope, b"x-request-id")
     if incoming and _SAFE_REQUEST_ID.match(incoming):
-        return incoming.decode()
-    return os.urandom(16).hex()  # 128 random bits like uuid4().hex, without building a UUID object
+        headers.append((b"x-client-request-id", incoming))
+    return rid, headers
+
+
+def mint_request_id() -> str:
+    """32 hex digits: 80 random bits drawn once per process, then a counter (no syscall per id)."""
+    return f"{_id_prefix}{next(_id_counter):012x}"
+
+
+def _new_id_prefix() -> None:
+    global _id_prefix, _id_counter
+    _id_prefix, _id_counter = os.urandom(10).hex(), itertools.count(1)
+
+
+_new_id_prefix()
+os.register_at_fork(after_in_child=_new_id_prefix)  # a forked child must not repeat its parent's ids
 
 
 async def read_body(scope: dict, receive, limit: int) -> bytes:
@@ -60,13 +84,11 @@ async def send_response(send, status: int, body: bytes, headers: list) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_error(send, error: GatewayError, rid: str) -> None:
-    """An OpenAI-shaped error with x-request-id and the error's own headers."""
-    headers = [*JSON_HEADERS, (b"x-request-id", rid.encode()), *error.headers]
-    await send_response(send, error.status, error.body(), headers)
+async def send_error(send, error: GatewayError, ids: list) -> None:
+    """An OpenAI-shaped error with the request's id headers (`request_ids`) and the error's own."""
+    await send_response(send, error.status, error.body(), [*JSON_HEADERS, *ids, *error.headers])
 
 
-async def send_plain_error(send, status: int, code: str, message: str, rid: str) -> None:
+async def send_plain_error(send, status: int, code: str, message: str, ids: list) -> None:
     """An error that needs no GatewayError (404/405 on unknown routes)."""
-    await send_response(send, status, error_body(status, code, message),
-                        [*JSON_HEADERS, (b"x-request-id", rid.encode())])
+    await send_response(send, status, error_body(status, code, message), [*JSON_HEADERS, *ids])

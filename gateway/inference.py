@@ -15,7 +15,7 @@ from gateway.auth import authenticate, current_tenant
 from gateway.balancer import RouteHints
 from gateway.dedup import OPT_OUT_HEADER, cache_key, cacheable
 from gateway.fair_queue import QueueFull, QueueTimeout
-from gateway.http import ClientGone, JSON_HEADERS, header, read_body, request_id
+from gateway.http import ClientGone, JSON_HEADERS, header, read_body, request_ids
 from gateway.limits import budget_name, over_budget
 from gateway.metering import RequestRecord
 from gateway.payload import (BATCH_PRIORITY, DEFAULT_COMPLETION_RESERVE, estimate_prompt_tokens, max_tokens,
@@ -55,8 +55,9 @@ class InferenceHandler:
         self.state = state
 
     async def handle(self, scope: dict, receive, send, kind: str) -> None:
-        record = RequestRecord(request_id(scope), kind)
-        client = ClientStream(send, record.request_id)
+        rid, ids = request_ids(scope)
+        record = RequestRecord(rid, kind)
+        client = ClientStream(send, ids)
         watcher = DisconnectWatcher(scope, receive, client, record)
         try:
             call = await self._prepare(scope, receive, record)

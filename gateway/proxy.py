@@ -76,11 +76,11 @@ async def first_chunk(response: UpstreamResponse, budget: float) -> bytes:
 class ClientStream:
     """The client's side of the exchange: what status went out and whether the answer is complete."""
 
-    __slots__ = ("_send", "rid", "status", "complete", "extra_headers")
+    __slots__ = ("_send", "ids", "status", "complete", "extra_headers")
 
-    def __init__(self, send, rid: str):
+    def __init__(self, send, ids: list):
         self._send = send
-        self.rid = rid
+        self.ids = ids  # the request's id headers (`gateway.http.request_ids`)
         self.status = 0
         self.complete = False
         self.extra_headers: list = []
@@ -90,7 +90,7 @@ class ClientStream:
         return self.status != 0
 
     async def start(self, status: int, headers: list, length: int | None = None) -> None:
-        headers = [*headers, (b"x-request-id", self.rid.encode()), *self.extra_headers]
+        headers = [*headers, *self.ids, *self.extra_headers]
         if length is not None:
             headers.append((b"content-length", str(length).encode()))
         self.status = status

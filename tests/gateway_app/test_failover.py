@@ -27,14 +27,16 @@ def test_killing_an_engine_under_load_loses_no_non_streaming_request(gateway, al
     server = gateway(**TIMEOUTS)
     server.wait_until_serving(alice.key.raw, MODEL)
     client = client_for(server, alice.key.raw, timeout=30)
-    ids = [uuid.uuid4().hex for _ in range(24)]
-    outcomes = {}
+    ids = [uuid.uuid4().hex for _ in range(24)]  # the client's own ids, echoed as x-client-request-id
+    outcomes, gateway_ids = {}, {}
 
     def call(rid):
         try:
-            result = client.completions.create(model=MODEL, prompt=f"task {rid}", max_tokens=200,
-                                               extra_headers={"x-request-id": rid})
-            outcomes[rid] = result.usage.completion_tokens
+            raw = client.completions.with_raw_response.create(model=MODEL, prompt=f"task {rid}", max_tokens=200,
+                                                              extra_headers={"x-request-id": rid})
+            assert raw.headers["x-client-request-id"] == rid
+            gateway_ids[rid] = raw.headers["x-request-id"]
+            outcomes[rid] = raw.parse().usage.completion_tokens
         except Exception as exc:  # reported below: every request must succeed
             outcomes[rid] = exc
 
@@ -47,8 +49,9 @@ def test_killing_an_engine_under_load_loses_no_non_streaming_request(gateway, al
         thread.join(timeout=40)
     assert not any(t.is_alive() for t in threads), "a request hung past its timeouts"
     assert outcomes == {rid: 200 for rid in ids}
-    rows = wait_for(lambda: (r := usage_rows(request_id__in=ids)) and len(r) == len(ids) and r, timeout=5)
-    assert rows and sorted(r.request_id for r in rows) == sorted(ids)  # once each
+    metered = list(gateway_ids.values())
+    rows = wait_for(lambda: (r := usage_rows(request_id__in=metered)) and len(r) == len(ids) and r, timeout=5)
+    assert rows and sorted(r.request_id for r in rows) == sorted(metered)  # once each
     assert all(row.outcome == "ok" and row.completion_tokens == 200 for row in rows)
     retried = server.app.metrics.retries.labels(MODEL)._value.get()
     assert retried >= 1  # some requests were in flight on the killed engine and went to the other
@@ -61,10 +64,10 @@ def test_a_stream_cut_by_a_dying_engine_ends_with_an_error_event(gateway, alice,
     add_deployment(make_model_version("solo"), tenant=None, name="solo", urls=[engine.url])
     server = gateway(**TIMEOUTS)
     server.wait_until_serving(alice.key.raw, "solo")
-    rid = uuid.uuid4().hex
     body = {"model": "solo", "prompt": "long", "max_tokens": 2000, "stream": True}
     with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=30,
-                      headers={"authorization": f"Bearer {alice.key.raw}", "x-request-id": rid}) as response:
+                      headers={"authorization": f"Bearer {alice.key.raw}"}) as response:
+        rid = response.headers["x-request-id"]
         lines = response.iter_lines()
         seen = [next(lines) for _ in range(10)]
         engine.stop()

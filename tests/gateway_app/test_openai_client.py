@@ -44,7 +44,10 @@ def test_every_response_carries_a_request_id(served):
     assert raw.headers["x-request-id"]
     body = {"model": MODEL, "prompt": "a", "max_tokens": 1}
     mine = served.gateway.post("/v1/completions", served.alice.key.raw, body, headers={"x-request-id": "trace-123"})
-    assert mine.headers["x-request-id"] == "trace-123"
+    assert mine.headers["x-client-request-id"] == "trace-123"  # the caller's own id, echoed
+    assert mine.headers["x-request-id"] not in ("trace-123", raw.headers["x-request-id"])  # the gateway's, unique
+    unsafe = served.gateway.post("/v1/completions", served.alice.key.raw, body, headers={"x-request-id": "a b\tc"})
+    assert unsafe.status_code == 200 and "x-client-request-id" not in unsafe.headers
 
 
 def test_models_lists_what_the_key_may_use(served):
