@@ -19,9 +19,10 @@ from gateway.snapshot import Pool, Upstream
 log = logging.getLogger("gateway.balancer")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RouteHints:
-    """What the policy may use besides the candidates: the body and the caller's hints."""
+    """What the policy may use besides the candidates: the body and the caller's hints (built per
+    request, so not frozen — see gateway.policies.base.Endpoint; treat it as read-only)."""
 
     body: dict
     kind: str  # "completions" or "chat"
@@ -45,8 +46,7 @@ class Balancer:
     def choose(self, pools: tuple[Pool, ...], hints: RouteHints, exclude: set[int]) -> Upstream | None:
         """An engine for this request, or None when no healthy one is left."""
         unusable = exclude | set(self.ejected) if self.ejected else exclude
-        live = {"outstanding": self.outstanding, "ttft": self.ttft, "unusable": unusable}
-        return self._chooser.choose(pools, hints, live)
+        return self._chooser.choose(pools, hints, self.outstanding, self.ttft, unusable)
 
     def observe_ttft(self, upstream: Upstream, seconds: float) -> None:
         """Feed the latency EWMA policy (first byte after the request went out)."""

@@ -12,6 +12,7 @@ from gateway.fair_queue import FairQueue, QueueLimits
 from gateway.snapshot import Pool
 
 MAX_IDLE_QUEUES = 64  # queues of pools that changed shape are dropped once idle
+MAX_CACHED_POOLS = 256
 
 
 class PoolQueues:
@@ -23,15 +24,29 @@ class PoolQueues:
         self._metrics = metrics
         self._balancer = balancer
         self._queues: dict[tuple, FairQueue] = {}
+        # Per pools tuple, by identity (a snapshot hands out the same tuple on every request):
+        # (the tuple, its queue, its engine count). Holding the tuple keeps its id from being reused.
+        self._by_pools: dict[int, tuple] = {}
 
     def queue_for(self, pools: tuple[Pool, ...]) -> FairQueue:
         """The pools' queue, its capacity updated to the engines usable right now."""
+        entry = self._by_pools.get(id(pools))
+        if entry is None:
+            if len(self._by_pools) >= MAX_CACHED_POOLS:  # old snapshots' tuples: let them go
+                self._by_pools.clear()
+            entry = self._by_pools[id(pools)] = (pools, self._queue_of(pools), sum(len(p.upstreams) for p in pools))
+        _, queue, engines = entry
+        capacity = self._per_instance * (self._usable(pools) if self._balancer.ejected else engines)
+        if capacity != queue.capacity:
+            queue.resize(capacity)
+        return queue
+
+    def _queue_of(self, pools: tuple[Pool, ...]) -> FairQueue:
         shape = tuple(p.deployment_id for p in pools if p.upstreams)
         queue = self._queues.get(shape)
         if queue is None:
             self._prune()
             queue = self._queues[shape] = FairQueue(0, self._limits, on_depth=self._depth_changed)
-        queue.resize(self._per_instance * self._usable(pools))
         return queue
 
     def saturated(self, pools: tuple[Pool, ...]) -> bool:
@@ -51,3 +66,4 @@ class PoolQueues:
             return
         for shape in [s for s, q in self._queues.items() if not q.active and not q.waiting]:
             del self._queues[shape]
+        self._by_pools.clear()  # it may hold a dropped queue: one shape must never have two

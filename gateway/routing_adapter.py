@@ -22,12 +22,12 @@ class PolicyChooser:
         # the tuple, so its id cannot be reused while it is cached.
         self._by_pools: dict[int, tuple] = {}
 
-    def choose(self, pools: tuple[Pool, ...], hints, live: dict) -> Upstream | None:
+    def choose(self, pools: tuple[Pool, ...], hints, outstanding: dict, ttft: dict, unusable) -> Upstream | None:
         """The policy's pick among the pools' engines; None when none is eligible.
 
-        `live` holds this gateway's view per instance id: outstanding, ttft, unusable (ejected or
-        already tried for this request). Unusable engines stay in the list, marked ejected, so
-        a hash ring keeps its shape and only their keys move.
+        This gateway's view per instance id: `outstanding` requests, `ttft` EWMA, and the
+        `unusable` ids (ejected or already tried for this request). Unusable engines stay in the
+        list, marked ejected, so a hash ring keeps its shape and only their keys move.
         """
         entry = self._by_pools.get(id(pools))
         if entry is None:
@@ -36,7 +36,6 @@ class PolicyChooser:
             entry = self._by_pools[id(pools)] = (
                 pools, {str(u.instance_id): u for pool in pools for u in pool.upstreams}, self._policy(pools))
         _, upstreams, policy = entry
-        outstanding, ttft, unusable = live["outstanding"], live["ttft"], live["unusable"]
         endpoints = [Endpoint(eid, u.url, 1.0, outstanding.get(u.instance_id, 0), ttft.get(u.instance_id), True,
                               u.instance_id in unusable)
                      for eid, u in upstreams.items()]

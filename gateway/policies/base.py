@@ -14,7 +14,9 @@ class PolicyName(StrEnum):
     PREFIX_AFFINITY = "prefix_affinity"
 
 
-@dataclass(frozen=True, slots=True)
+# Endpoint and RouteRequest are built per request, so not frozen: a frozen dataclass sets each
+# field through object.__setattr__ (~2 µs per object here). Treat them as read-only all the same.
+@dataclass(slots=True)
 class Endpoint:
     """One routable engine as the gateway sees it at this instant."""
 
@@ -31,7 +33,7 @@ class Endpoint:
         return self.healthy and not self.ejected and self.weight > 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RouteRequest:
     """What a policy may know about the request."""
 
