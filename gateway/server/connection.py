@@ -11,6 +11,8 @@ import httptools
 from gateway.server.cycle import Cycle
 from gateway.server.wire import ASGI, BODY_HIGH_WATER, DISCONNECT_EXTENSION, MAX_PIPELINED, plain_response
 
+TASK_NAME = "http-request"
+
 
 class ServerState:
     """What the connections of one server share: the app, limits, the live connections, the date."""
@@ -37,7 +39,7 @@ class HttpConnection(asyncio.Protocol):
 
     __slots__ = ("state", "loop", "transport", "parser", "server_addr", "client_addr", "current", "parsing",
                  "queued", "url", "headers", "header_bytes", "parse_started", "idle_since", "read_paused",
-                 "write_paused", "drain_waiter", "closed", "shed", "expect_continue", "read_at")
+                 "write_paused", "drain_waiter", "closed", "shed", "expect_continue", "read_at", "default_tasks")
 
     def __init__(self, state: ServerState, loop: asyncio.AbstractEventLoop):
         self.state, self.loop = state, loop
@@ -55,6 +57,7 @@ class HttpConnection(asyncio.Protocol):
         self.read_paused = self.write_paused = self.closed = self.shed = False
         self.drain_waiter: asyncio.Future | None = None
         self.expect_continue = False  # the request being parsed sent `Expect: 100-continue`
+        self.default_tasks = loop.get_task_factory() is None
 
     # asyncio.Protocol
     def connection_made(self, transport) -> None:
@@ -119,7 +122,9 @@ class HttpConnection(asyncio.Protocol):
         parser = self.parser
         url = httptools.parse_url(self.url)
         raw_path = url.path
-        path = raw_path.decode("ascii") if b"%" not in raw_path else unquote(raw_path.decode("ascii"))
+        path = raw_path.decode("ascii")
+        if raw_path.find(b"%") >= 0:  # not `in`: bytes.__contains__ tries the operand as an int first (slow)
+            path = unquote(path)
         scope = {"type": "http", "asgi": ASGI, "http_version": parser.get_http_version(),
                  "method": parser.get_method().decode("ascii"), "scheme": "http", "path": path,
                  "raw_path": raw_path, "query_string": url.query or b"", "root_path": "",
@@ -151,7 +156,10 @@ class HttpConnection(asyncio.Protocol):
     def _start(self, cycle: Cycle) -> None:
         self.current = cycle
         self.state.in_flight += 1
-        cycle.task = self.loop.create_task(cycle.run())
+        if self.default_tasks:  # named: create_task would format a "Task-<n>" name per request, then rename it
+            cycle.task = asyncio.Task(cycle.run(), loop=self.loop, name=TASK_NAME)
+        else:
+            cycle.task = self.loop.create_task(cycle.run())
 
     def answered(self, cycle: Cycle) -> None:
         """The current request's response is complete (or abandoned): start the next or wait."""

@@ -21,3 +21,24 @@ def plain_response(status: int, text: str) -> bytes:
     body = text.encode()
     return (status_line(status) + b"content-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
             b"content-length: %d\r\n\r\n%s" % (len(body), body))
+
+
+# What the server does with a response header, by name. Names are checked once (no CR, LF or colon)
+# and remembered: applications send the same few names on every response.
+ORDINARY, CONTENT_LENGTH, TRANSFER_ENCODING, CONNECTION = "ordinary", "length", "framing", "connection"
+_SPECIAL_HEADERS = {b"content-length": CONTENT_LENGTH, b"transfer-encoding": TRANSFER_ENCODING,
+                    b"connection": CONNECTION}
+MAX_KNOWN_HEADER_NAMES = 1024  # past this, names are checked every time (an app inventing names)
+_known_header_names: dict[bytes, str] = {}
+
+
+def header_kind(name: bytes) -> str:
+    """ORDINARY, CONTENT_LENGTH, TRANSFER_ENCODING or CONNECTION; a name that cannot be sent raises."""
+    kind = _known_header_names.get(name)
+    if kind is None:
+        if name.find(b"\r") >= 0 or name.find(b"\n") >= 0 or name.find(b":") >= 0:
+            raise RuntimeError(f"invalid response header {name!r}")
+        kind = _SPECIAL_HEADERS.get(name.lower(), ORDINARY)
+        if len(_known_header_names) < MAX_KNOWN_HEADER_NAMES:
+            _known_header_names[name] = kind
+    return kind

@@ -387,3 +387,28 @@ def test_a_request_body_that_stops_arriving_is_dropped():
         while "http.disconnect" not in seen and time.monotonic() < deadline:
             time.sleep(0.02)
         assert seen[0] == "http.request" and seen[-1] == "http.disconnect"
+
+
+def test_a_response_header_that_would_split_the_head_is_refused_even_for_a_name_sent_before():
+    async def noting(scope, receive, send):
+        await read_all(receive)
+        note = {"/ok": (b"x-note", b"fine"), "/value": (b"x-note", b"bad\r\ninjected: yes"),
+                "/lf": (b"x-note", b"bad\ninjected: yes"), "/name": (b"x-note:", b"v"),
+                "/crname": (b"x-note\r\ninjected", b"v")}[scope["path"]]
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [note, (b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with Running(noting) as running:
+        for path in (b"/ok", b"/value", b"/ok", b"/lf", b"/name", b"/crname", b"/ok"):
+            sock = running.connect()
+            sock.sendall(post(path, b""))
+            if path == b"/ok":
+                _, headers, body = read_response(sock)
+                assert headers[b"x-note"] == [b"fine"] and body == b"ok"
+            else:  # the application's error: nothing of its head leaves, the connection closes
+                data = b""
+                while chunk := sock.recv(4096):
+                    data += chunk
+                assert b"injected" not in data and b"200 OK" not in data
+            sock.close()
