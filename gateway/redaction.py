@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 PLACEHOLDER = "[REDACTED:{kind}]"
 
@@ -144,24 +144,78 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(SecretKind.GENERIC_SECRET, _GENERIC_ANCHORS, GENERIC_ASSIGNMENT,
             ("qvalue", "value"), validate=looks_random, **_fold),
 )
-_KEYWORD = re.compile(_SECRET_NAME)  # run on lower-cased text, where it is a plain scan
 
 
 @dataclass(frozen=True, slots=True)
-class RedactionResult:
+class Probe:
+    """One scan that tells which kinds may occur: a regex led by one literal, so sre skips in C.
+
+    Each branch ends in an empty marker group; `match.lastindex` names the branch that hit.
+    Together the probes see every pattern's anchors (tests/gateway/test_redaction_probes.py).
+    """
+
+    regex: re.Pattern
+    kinds: tuple[tuple[SecretKind, ...], ...]  # by marker group number - 1
+    folded: bool = True  # scans the lower-cased text (a superset for case-sensitive anchors)
+
+
+def _probe(lead: str, branches: dict[str, tuple[SecretKind, ...]], folded: bool = True) -> Probe:
+    body = "|".join(f"{branch}()" for branch in branches)
+    return Probe(re.compile(f"{lead}(?:{body})"), tuple(branches.values()), folded)
+
+
+_K = SecretKind
+# Lead characters are rare in code ('k', 'j', 'w' ...), so each probe stops at few places; the rest
+# of an anchor is checked around the lead (a look-behind for what precedes it).
+_PROBES: tuple[Probe, ...] = (
+    _probe("A", {"KIA": (_K.AWS_ACCESS_KEY,), "SIA": (_K.AWS_ACCESS_KEY,), "Iza": (_K.GOOGLE_API_KEY,)},
+           folded=False),
+    _probe("k", {r"(?<=hook)s\.slack\.com": (_K.SLACK_WEBHOOK,), "-(?<=sk-)": (_K.OPENAI_KEY,),
+                 "(?<=tok)en": (_K.GENERIC_SECRET,),
+                 "ey(?:(?<=apikey)|(?<=api_key)|(?<=privatekey)|(?<=private_key)|(?<=accesskey)|(?<=access_key))":
+                     (_K.GENERIC_SECRET,)}),
+    _probe("-", {"----begin": (_K.PRIVATE_KEY,), "(?<=glpat-)": (_K.GITLAB_TOKEN,),
+                 "(?<=xapp-)": (_K.SLACK_TOKEN,)}),
+    _probe("g", {"h[pousr]_": (_K.GITHUB_TOKEN,), "ithub_pat_": (_K.GITHUB_TOKEN,)}),
+    _probe("j", {"(?<=eyj)": (_K.JWT,)}),
+    _probe("x", {"ox": (_K.SLACK_TOKEN,)}),
+    _probe("y", {"(?<=sy)_": (_K.SWITCHYARD_KEY,)}),
+    _probe("v", {"(?<=_liv)e_": (_K.STRIPE_KEY,)}),
+    _probe("secret", {"": (_K.AWS_SECRET_KEY, _K.GENERIC_SECRET)}),
+    _probe("w", {"(?<=passw)": (_K.GENERIC_SECRET,)}),
+)
+# Short texts: one search over the lower-cased text decides there is nothing to look for.
+SHORT_TEXT = 2048  # past this, the probes' literal scans beat one scan that checks a set per character
+_ANY_ANCHOR = re.compile("|".join(
+    [p.regex.pattern for p in _PROBES if p.folded] + ["a(?:kia|sia|iza)"]))  # the "A" probe, lowered
+_NONE: frozenset = frozenset()
+
+
+def kinds_present(text: str, lowered: str) -> frozenset[SecretKind] | set[SecretKind]:
+    """The kinds whose anchors occur in text (a superset: a kind listed may still not match)."""
+    if len(text) <= SHORT_TEXT and _ANY_ANCHOR.search(lowered) is None:
+        return _NONE
+    kinds: set[SecretKind] = set()
+    for probe in _PROBES:
+        haystack = lowered if probe.folded else text
+        hit = probe.regex.search(haystack)
+        if hit is not None:
+            for match in probe.regex.finditer(haystack, hit.start()):
+                kinds.update(probe.kinds[match.lastindex - 1])
+    return kinds
+
+
+class RedactionResult(NamedTuple):
     """The body to forward (unchanged unless mode is redact) and what was found, by kind."""
 
     body: Any
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int]
     mode: RedactionMode = RedactionMode.REDACT
-
-    @property
-    def found(self) -> int:
-        return sum(self.counts.values())
+    found: int = 0  # secrets found, all kinds together (the sum of counts)
 
     @property
     def blocked(self) -> bool:
-        return self.mode == RedactionMode.BLOCK and self.found > 0
+        return self.found > 0 and self.mode is RedactionMode.BLOCK
 
 
 def _matched_group(match: re.Match, group: str | int | tuple[str, ...]) -> str | int:
@@ -178,40 +232,62 @@ def _is_secret(match: re.Match, pattern: Pattern, group: str | int) -> bool:
     return not (pattern.bounded and start and match.string[start - 1] in _TOKEN_CHARS)
 
 
+# Where a secret-ish name may start in lower-cased text: scans led by one literal each (fast in
+# sre), and per branch the distance from the lead back to the name's start. `client_secret` is
+# found at `secret`: the assignment matched from there is the same, its name running to the same end.
+_KEYWORD_LEADS: tuple[tuple[re.Pattern, tuple[int, ...]], ...] = (
+    (re.compile("secret()"), (0,)),
+    (re.compile("k(?:(?<=tok)en()|ey(?:(?<=apikey)()|(?<=api_key)()|(?<=privatekey)()|(?<=private_key)()"
+                "|(?<=accesskey)()|(?<=access_key)()))"),
+     (2, 3, 4, 7, 8, 6, 7)),
+    (re.compile("w(?<=passw)(?:d|ord)()"), (4,)),
+)
+
+
+def _keyword_starts(lowered: str) -> list[int]:
+    starts = []
+    for regex, back in _KEYWORD_LEADS:
+        starts += [hit.start() - back[hit.lastindex - 1] for hit in regex.finditer(lowered)]
+    starts.sort()
+    return starts
+
+
 def _keyword_matches(text: str, lowered: str) -> Iterator[re.Match]:
     """Generic assignments, tried only where a secret-ish name occurs (cheap on big prompts)."""
     if len(lowered) != len(text):  # rare Unicode whose lower case changes length
         yield from GENERIC_ASSIGNMENT.finditer(text)
         return
     resume = 0
-    for hit in _KEYWORD.finditer(lowered):
-        match = hit.start() >= resume and GENERIC_ASSIGNMENT.match(text, hit.start())
+    for start in _keyword_starts(lowered):
+        match = start >= resume and GENERIC_ASSIGNMENT.match(text, start)
         if match:
             resume = match.end()
             yield match
 
 
-def _apply(text: str, pattern: Pattern, matches: Iterable[re.Match], counts: Counter) -> str:
+def _apply(text: str, pattern: Pattern, matches: Iterable[re.Match], counts: dict[str, int]) -> str:
     pieces, cursor = [], 0
-    placeholder = PLACEHOLDER.format(kind=pattern.kind.value)
+    kind = pattern.kind.value
     for match in matches:
         group = _matched_group(match, pattern.group)
         if _is_secret(match, pattern, group):
-            counts[pattern.kind.value] += 1
-            pieces += [text[cursor:match.start(group)], placeholder]
+            counts[kind] = counts.get(kind, 0) + 1
+            pieces += [text[cursor:match.start(group)], PLACEHOLDER.format(kind=kind)]
             cursor = match.end(group)
     return "".join(pieces) + text[cursor:] if pieces else text
 
 
-def redact_text(text: str, counts: Counter | None = None) -> str:
-    """Return text with every secret replaced; add what was found to counts."""
-    counts = Counter() if counts is None else counts
+def redact_text(text: str, counts: dict[str, int] | None = None) -> str:
+    """Return text with every secret replaced (the same object when none is found); add to counts."""
     lowered = text.lower()
+    kinds = kinds_present(text, lowered)
+    if not kinds:  # the common case: no anchor of any pattern occurs
+        return text
+    counts = {} if counts is None else counts
     for pattern in PATTERNS:
-        haystack = lowered if pattern.folded else text
-        if not any(map(haystack.__contains__, pattern.anchors)):  # map: no generator frame per anchor
-            continue  # the prefilter: most prompts stop here for every pattern
-        if pattern.kind == SecretKind.GENERIC_SECRET:
+        if pattern.kind not in kinds:
+            continue
+        if pattern.kind is SecretKind.GENERIC_SECRET:
             matches = _keyword_matches(text, lowered)
         else:
             matches = pattern.regex.finditer(text)
@@ -220,50 +296,76 @@ def redact_text(text: str, counts: Counter | None = None) -> str:
             text, lowered = redacted, redacted.lower()
     return text
 
-def _redact_content(content: Any, counts: Counter) -> Any:
+
+# Lists below are copied only when an element changed: most bodies hold no secret.
+def _redact_content(content: Any, counts: dict[str, int]) -> Any:
     """Chat content: a string, or a list of parts of which only text parts are touched."""
     if isinstance(content, str):
         return redact_text(content, counts)
     if not isinstance(content, list):
         return content
-    parts = []
-    for part in content:
+    parts = None
+    for i, part in enumerate(content):
         if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-            part = {**part, "text": redact_text(part["text"], counts)}
-        parts.append(part)
-    return parts
+            text = redact_text(part["text"], counts)
+            if text is not part["text"]:
+                parts = parts or list(content)
+                parts[i] = {**part, "text": text}
+    return content if parts is None else parts
 
 
-def _redact_prompt(prompt: Any, counts: Counter) -> Any:
+def _redact_prompt(prompt: Any, counts: dict[str, int]) -> Any:
     """Completions prompt: a string or a list of strings; token-id lists pass through."""
     if isinstance(prompt, str):
         return redact_text(prompt, counts)
-    if isinstance(prompt, list):
-        return [redact_text(p, counts) if isinstance(p, str) else p for p in prompt]
-    return prompt
+    if not isinstance(prompt, list):
+        return prompt
+    out = None
+    for i, item in enumerate(prompt):
+        if isinstance(item, str):
+            text = redact_text(item, counts)
+            if text is not item:
+                out = out or list(prompt)
+                out[i] = text
+    return prompt if out is None else out
 
 
-def _redact_messages(messages: Iterable[Any], counts: Counter) -> list:
-    out = []
-    for message in messages:
+def _redact_messages(messages: list, counts: dict[str, int]) -> list:
+    out = None
+    for i, message in enumerate(messages):
         if isinstance(message, dict) and "content" in message:
-            message = {**message, "content": _redact_content(message["content"], counts)}
-        out.append(message)
-    return out
+            content = _redact_content(message["content"], counts)
+            if content is not message["content"]:
+                out = out or list(messages)
+                out[i] = {**message, "content": content}
+    return messages if out is None else out
+
+
+_MODES = {mode.value: mode for mode in RedactionMode}  # a StrEnum member finds itself too
 
 
 def redact_body(body: dict, mode: RedactionMode | str = RedactionMode.REDACT) -> RedactionResult:
     """Scan a completions or chat request body (prompt, suffix, messages) under the given mode."""
-    mode = RedactionMode(mode)
-    if mode == RedactionMode.OFF or not isinstance(body, dict):
-        return RedactionResult(body, {}, mode)
-    counts: Counter = Counter()
-    new = dict(body)  # shallow: untouched fields are shared with the caller's body
+    checked = _MODES.get(mode)  # not RedactionMode(mode): the enum call costs a microsecond per request
+    if checked is None:
+        raise ValueError(f"{mode!r} is not a valid RedactionMode")
+    if checked is RedactionMode.OFF or not isinstance(body, dict):
+        return RedactionResult(body, {}, checked)
+    counts: dict[str, int] = {}
+    changed = {}
     for name in ("prompt", "suffix"):  # suffix: fill-in-the-middle from IDEs carries code too
-        if name in new:
-            new[name] = _redact_prompt(new[name], counts)
-    if isinstance(new.get("messages"), list):
-        new["messages"] = _redact_messages(new["messages"], counts)
-    # Nothing found: the caller's own body goes on (so it can be forwarded as it came).
-    forwarded = new if mode == RedactionMode.REDACT and counts else body
-    return RedactionResult(forwarded, dict(counts), mode)
+        if name in body:
+            value = body[name]
+            redacted = _redact_prompt(value, counts)
+            if redacted is not value:
+                changed[name] = redacted
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        redacted = _redact_messages(messages, counts)
+        if redacted is not messages:
+            changed["messages"] = redacted
+    if not counts:
+        return RedactionResult(body, counts, checked)
+    # Redact: a shallow copy (untouched fields shared); block: the caller's own body goes on as it came.
+    forwarded = {**body, **changed} if checked is RedactionMode.REDACT else body
+    return RedactionResult(forwarded, counts, checked, sum(counts.values()))
