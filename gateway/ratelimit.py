@@ -129,6 +129,7 @@ class Plan:
     keys: tuple[str, ...]  # the rate checks' keys first (the script reads them with one MGET)
     args: tuple  # ARGV after the request's five values: checks, rate checks, every check's values
     head: bytes  # RESP after `EVALSHA <sha>`: numkeys and KEYS
+    keys_resp: bytes  # RESP of KEYS alone (settles sent together list every settlement's keys first)
     tail: bytes  # RESP of `args`
     size: int  # RESP array length of the whole command
     impossible: Check | None  # a rate or concurrency limit of 0 refuses without asking Redis
@@ -147,7 +148,7 @@ class Plan:
                      if (kind == "R") == want for key in check.keys)
         args = (len(checks), rates, *(arg for check, kind in zip(checks, kind_of) for arg in check.args(kind)))
         impossible = next((c for c in checks if c.limit <= 0 and SCRIPT_KIND[c.limit_kind] != "B"), None)
-        return cls(tuple(checks), keys, args, encode_args((len(keys), *keys)), encode_args(args),
+        return cls(tuple(checks), keys, args, encode_args((len(keys), *keys)), encode_args(keys), encode_args(args),
                    3 + len(keys) + len(HEAD_ARGS) + len(args), impossible, _limit_headers(checks), settlement,
                    expires)
 
@@ -166,10 +167,13 @@ class Plan:
         if prefix is None:
             prefix = self.prefixes[sha] = b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n%s" % (
                 self.size, len(sha), sha.encode(), self.head)
+        return prefix + self.values(request_id, numbers)
+
+    def values(self, request_id: str, numbers: tuple[int, int, int, int]) -> bytes:
+        """RESP of this call's ARGV: the request's values, then the plan's."""
         rid = request_id.encode()
         a, b, c, d = numbers
-        return b"%s$%d\r\n%s\r\n%s%s%s%s%s" % (prefix, len(rid), rid, _bulk(a), _bulk(b), _bulk(c), _bulk(d),
-                                                self.tail)
+        return b"$%d\r\n%s\r\n%s%s%s%s%s" % (len(rid), rid, _bulk(a), _bulk(b), _bulk(c), _bulk(d), self.tail)
 
 
 _ZERO = b"$1\r\n0\r\n"
@@ -181,6 +185,18 @@ def _bulk(number: int) -> bytes:
         return _ZERO
     text = b"%d" % number
     return b"$%d\r\n%s\r\n" % (len(text), text)
+
+
+def _packed_together(sha: str, settlements: list[tuple]) -> bytes:
+    """One SETTLE call for several (plan, request id, numbers): every one's KEYS, then every one's ARGV."""
+    if len(settlements) == 1:
+        plan, request_id, numbers = settlements[0]
+        return plan.packed(sha, request_id, numbers)
+    size = 3 + sum(plan.size - 3 for plan, _, _ in settlements)
+    head = b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n%s" % (
+        size, len(sha), sha.encode(), _bulk(sum(len(plan.keys) for plan, _, _ in settlements)))
+    return b"".join([head, *[plan.keys_resp for plan, _, _ in settlements],
+                     *[plan.values(request_id, numbers) for plan, request_id, numbers in settlements]])
 
 
 def _settled(checks: Sequence[Check]) -> list[Check]:
@@ -202,6 +218,7 @@ def _limit_headers(checks: Sequence[Check]) -> tuple:
 HEAD_ARGS = ("request id", "reserved tokens", "reserved cost", "actual tokens", "actual cost")
 PLAN_SECONDS = 60.0  # budget keys' TTLs may be this much too long: they live a week past the month anyway
 MAX_PLANS = 10_000
+MAX_SETTLES_TOGETHER = 200  # per script call (its KEYS and ARGV stay well within Lua's stack)
 
 
 @dataclass(slots=True)
@@ -290,6 +307,8 @@ class RateLimiter:
         # The pipelined client's calls (gateway.resp.PipelinedRedis); None on a redis-py client.
         self._send_packed = getattr(client, "send_packed", None)
         self._send_quiet = getattr(client, "send_quiet", None)
+        self._send_quiet_later = getattr(client, "send_quiet_later", None)
+        self._queued: list | None = None  # the settlements of the settle call still open (`settle_soon`)
 
     async def admit(self, admission: Admission) -> Decision:
         """Check and count every limit of every subject atomically: all or nothing."""
@@ -323,20 +342,41 @@ class RateLimiter:
         may admit that next request in the moment before the queued settle is written (one
         event-loop iteration): then the old lease still counts there — the accepted race. A
         failed settle is dropped, like `settle`'s False.
+
+        The settles of one event-loop iteration leave as one script call: the first takes its
+        place in the connection's order, those after it join it until it is written. (Moving a
+        settle ahead of admissions queued before it but not yet written frees nothing that the
+        same settle called a moment earlier would not.) Redis's work per call (its arguments, the
+        script's set-up, reading and writing the same rate keys and lease sets) is then shared.
         """
         settlement = self._settlement(reservation, actual_tokens, actual_cost_micros)
         if not settlement[0].checks:
             return
-        sha, send = self._sha.get(SETTLE), self._send_quiet
+        queued = self._queued
+        if queued is not None:
+            queued.append(settlement)
+            if len(queued) >= MAX_SETTLES_TOGETHER:
+                self._queued = None
+            return
+        sha, send = self._sha.get(SETTLE), self._send_quiet_later
         if sha is None or send is None:  # first use, or a redis-py client: settle in a task
             self._in_background(self._quietly(*settlement))
             return
-        send(settlement[0].packed(sha, *settlement[1:]), functools.partial(self._settled_soon, settlement))
+        queued = self._queued = [settlement]
+        send(functools.partial(self._packed_queued, sha, queued), functools.partial(self._settled_soon, queued))
 
-    def _settled_soon(self, settlement: tuple, error: Exception) -> None:
+    def _packed_queued(self, sha: str, queued: list) -> bytes:
+        if self._queued is queued:  # written now: later settles start another call
+            self._queued = None
+        return _packed_together(sha, queued)
+
+    def _settled_soon(self, settlements: list, error: Exception) -> None:
+        if self._queued is settlements:  # never written (Redis unreachable): later settles start anew
+            self._queued = None
         if isinstance(error, NoScriptError):  # Redis restarted: load the script again and send once more
             self._sha.pop(SETTLE, None)
-            self._in_background(self._quietly(*settlement))
+            for settlement in settlements:
+                self._in_background(self._quietly(*settlement))
 
     def _in_background(self, coroutine) -> None:
         task = asyncio.ensure_future(coroutine)

@@ -9,7 +9,8 @@ amount it charges — `1` (one request), `t` (the tokens), `c` (the cost):
   Bt Bc  budget reservation (param = reservation TTL µs; 2 keys: the month's hash, its zset)
   c1 bt bc  (settle script) renew a lease / reservation instead, for long streams
 KEYS: the rate checks' keys first, in check order (one MGET reads them all), then the other
-checks' keys in check order. A check's values depend only on the subject's limits, so the gateway
+checks' keys in check order. SETTLE takes several settlements in one call: their ARGV one after
+the other, their KEYS likewise (`settle_soon` sends an event-loop iteration's settles together). A check's values depend only on the subject's limits, so the gateway
 encodes them once per subject set.
 
 Redis CPU is the budget here (every request runs both scripts), hence: one call per key where
@@ -27,9 +28,6 @@ reset in ms — all the gateway needs for its x-ratelimit-* headers.
 
 _COMMON = r"""
 local call, tonumber, argv, keys, floor = redis.call, tonumber, ARGV, KEYS, math.floor
--- Numbers are read with `x + 0`: the same conversion as tonumber(x), which converts twice.
-local rid, tokens, cost = argv[1], argv[2] + 0, argv[3] + 0
-local n, nr = argv[6] + 0, argv[7] + 0
 local function int(x) return string.format('%d', x) end
 local function ms(us) return math.ceil(us / 1000) + 1000 end  -- a key's TTL: a second past its last use
 -- A rate key (GCRA's time) lives at least to the end of the second its value falls in: every
@@ -47,6 +45,9 @@ end
 """
 
 ADMIT = _COMMON + r"""
+-- Numbers are read with `x + 0`: the same conversion as tonumber(x), which converts twice.
+local rid, tokens, cost = argv[1], argv[2] + 0, argv[3] + 0
+local n, nr = argv[6] + 0, argv[7] + 0
 local t = call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- Phase 1 checks everything without counting; phase 2 counts only if all passed.
@@ -158,69 +159,92 @@ return out
 """
 
 SETTLE = _COMMON + r"""
+-- ARGV holds one or more settlements in a row, each laid out as above; KEYS their keys in the
+-- same order. They are applied in order, as if each were its own call at the same Redis time:
+-- a rate key's time and a lease set's releases are written once, at the end (the gateway sends
+-- a process's settles of one event-loop iteration together, usually for the same few keys).
 -- Tokens per minute are charged the difference between the actual and the admitted tokens
 -- (credited back when negative); budgets record the actual spend; leases are released.
 -- Codes in lower case renew a lease / reservation instead (for long streams).
-local actual_tokens, actual_cost = argv[4] + 0, argv[5] + 0
-local now, tats, written = nil, nil, {}
+local now, stored, tats, written, released, freed = nil, {}, {}, {}, {}, {}
 local function clock()  -- TIME only when a check needs it
   if not now then local t = call('TIME'); now = t[1] * 1000000 + t[2] end
   return now
 end
-local rk, ok, ai = 0, nr, 8
-for i = 1, n do
-  local code = argv[ai]
-  if code == 'R1' or code == 'Rt' then
-    rk = rk + 1
-    local limit, param = argv[ai + 1] + 0, argv[ai + 2] + 0
-    local credit = code == 'Rt' and actual_tokens - math.min(tokens, limit) or 0
-    if credit ~= 0 then
-      local key = keys[rk]
-      tats = tats or call('MGET', unpack(keys, 1, nr))
-      local before = written[key]  -- a key listed twice sees its first credit
-      if before == nil then before = tats[rk] and tats[rk] + 0 end
-      clock()
-      local tat = before
-      if not tat or tat < now then tat = now end
-      local tat_new = tat + credit * param
-      if tat_new > now then
-        set_tat(key, tat_new, before, now)
+local ai, ko = 1, 0
+while argv[ai] do
+  local rid, tokens = argv[ai], argv[ai + 1] + 0
+  local actual_tokens, actual_cost = argv[ai + 3] + 0, argv[ai + 4] + 0
+  local n, nr = argv[ai + 5] + 0, argv[ai + 6] + 0
+  local rk, ok = ko, ko + nr
+  ai = ai + 7
+  for i = 1, n do
+    local code = argv[ai]
+    if code == 'R1' or code == 'Rt' then
+      rk = rk + 1
+      local limit, param = argv[ai + 1] + 0, argv[ai + 2] + 0
+      local credit = code == 'Rt' and actual_tokens - math.min(tokens, limit) or 0
+      if credit ~= 0 then
+        local key = keys[rk]
+        if stored[key] == nil then  -- this settlement's rate keys not read yet: one MGET
+          local got = call('MGET', unpack(keys, ko + 1, ko + nr))
+          for j = 1, nr do
+            if stored[keys[ko + j]] == nil then stored[keys[ko + j]] = got[j] and got[j] + 0 end
+          end
+        end
+        local tat = tats[key]  -- a key settled before in this call sees that settle's time
+        if tat == nil then tat = stored[key] end
+        clock()
+        if not tat or tat < now then tat = now end
+        local tat_new = tat + credit * param
+        if tats[key] == nil then written[#written + 1] = key end
+        tats[key] = tat_new
+      end
+      ai = ai + 3
+    elseif code == 'C1' or code == 'c1' then
+      ok = ok + 1
+      local key = keys[ok]
+      if code == 'C1' then
+        local rids = released[key]
+        if not rids then rids = {}; released[key] = rids; freed[#freed + 1] = key end
+        rids[#rids + 1] = rid
       else
-        call('DEL', key)  -- fully replenished
+        local param = tonumber(argv[ai + 2])
+        call('ZADD', key, 'XX', int(clock() + param), rid)
+        call('PEXPIRE', key, ms(param))
       end
-      written[key] = tat_new
-    end
-    ai = ai + 3
-  elseif code == 'C1' or code == 'c1' then
-    ok = ok + 1
-    if code == 'C1' then
-      call('ZREM', keys[ok], rid)
+      ai = ai + 3
     else
-      local param = tonumber(argv[ai + 2])
-      call('ZADD', keys[ok], 'XX', int(clock() + param), rid)
-      call('PEXPIRE', keys[ok], ms(param))
+      local key, rkey = keys[ok + 1], keys[ok + 2]
+      ok = ok + 2
+      if code == 'Bt' or code == 'Bc' then
+        local spent, field = code == 'Bc' and actual_cost or actual_tokens, 'r:' .. rid
+        local h = call('HMGET', key, field, 'reserved', 'used')
+        if h[1] then
+          call('HSET', key, 'reserved', int((tonumber(h[2]) or 0) - tonumber(h[1])),
+               'used', int((tonumber(h[3]) or 0) + spent))
+          call('HDEL', key, field)
+          call('ZREM', rkey, rid)
+        else  -- the reservation lapsed: then only the spend is recorded
+          call('HINCRBY', key, 'used', spent)
+          if not h[2] and not h[3] then call('EXPIRE', key, argv[ai + 3]) end
+        end
+      else
+        call('ZADD', rkey, 'XX', int(clock() + tonumber(argv[ai + 2])), rid)
+      end
+      ai = ai + 4
     end
-    ai = ai + 3
+  end
+  ko = ok
+end
+for _, key in ipairs(written) do
+  local tat = tats[key]
+  if tat > now then
+    set_tat(key, tat, stored[key], now)  -- the key's TTL is still the one of its stored time
   else
-    local key, rkey = keys[ok + 1], keys[ok + 2]
-    ok = ok + 2
-    if code == 'Bt' or code == 'Bc' then
-      local spent, field = code == 'Bc' and actual_cost or actual_tokens, 'r:' .. rid
-      local h = call('HMGET', key, field, 'reserved', 'used')
-      if h[1] then
-        call('HSET', key, 'reserved', int((tonumber(h[2]) or 0) - tonumber(h[1])),
-             'used', int((tonumber(h[3]) or 0) + spent))
-        call('HDEL', key, field)
-        call('ZREM', rkey, rid)
-      else  -- the reservation lapsed: then only the spend is recorded
-        call('HINCRBY', key, 'used', spent)
-        if not h[2] and not h[3] then call('EXPIRE', key, argv[ai + 3]) end
-      end
-    else
-      call('ZADD', rkey, 'XX', int(clock() + tonumber(argv[ai + 2])), rid)
-    end
-    ai = ai + 4
+    call('DEL', key)  -- fully replenished
   end
 end
+for _, key in ipairs(freed) do call('ZREM', key, unpack(released[key])) end
 return 1
 """

@@ -165,6 +165,7 @@ class PipelinedRedis:
         self._watchdog: asyncio.TimerHandle | None = None
         self._watch_at = math.inf
         self._out: list[bytes] = []  # queued, not yet written
+        self._later = False  # `_out` holds a `send_quiet_later` builder
         self._flush_scheduled = False
         self._last_progress = 0.0  # when the oldest pending command was sent or last answered
         self._down_until = 0.0  # after a failed connect, fail at once for a moment (no connect storm)
@@ -217,6 +218,19 @@ class PipelinedRedis:
                 on_error(RedisConnectionError("Redis is unreachable"))
             return
         self._queue(command, on_error)
+
+    def send_quiet_later(self, build, on_error=None) -> None:
+        """`send_quiet` of a command `build()` makes when this iteration's commands are written.
+
+        The command takes its place in the order now; callers gather into it what arrives
+        until then (like several settles in one script call).
+        """
+        if self._closed or time.monotonic() < self._down_until:
+            if on_error is not None:
+                on_error(RedisConnectionError("Redis is unreachable"))
+            return
+        self._later = True
+        self._queue(build, on_error)
 
     def _queue(self, command: bytes, waiter) -> None:
         now = time.monotonic()
@@ -289,6 +303,9 @@ class PipelinedRedis:
     def _flush(self) -> None:
         self._flush_scheduled = False
         if self._transport is not None and self._out:
+            if self._later:
+                self._later = False
+                self._out[:] = [part if type(part) is bytes else part() for part in self._out]
             data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
             self._out.clear()
             self._transport.write(data)

@@ -271,3 +271,19 @@ def test_an_unanswering_redis_answers_per_policy_within_the_timeout(script_known
     assert budget.outcome == Outcome.LIMITER_UNAVAILABLE
     assert rate.outcome == Outcome.ADMITTED and rate.reservation is None
     assert elapsed < 1  # two admissions of 0.1 s each; the guard only catches a hang
+
+
+@needs_redis
+def test_a_later_quiet_send_is_built_when_written_and_keeps_its_place(prefix):
+    async def scenario():
+        client = PipelinedRedis.from_url(URL)
+        key = f"{prefix}:later"
+        await client.ping()
+        parts = [b"1"]
+        client.send_quiet_later(lambda: encode_command(("SET", key, b"".join(parts))))
+        read = client.send("GET", key)  # queued after it, so Redis runs the SET first
+        parts.append(b"2")  # still joins: the command is built when the iteration's commands leave
+        value = await read
+        await client.aclose()
+        return value
+    assert asyncio.run(scenario()) == b"12"
