@@ -11,8 +11,13 @@ DEFAULT_MAX_BLOCKS = 4
 LEADING_ROLES = ("system", "developer")
 
 
+_EMPTY_HASH = hashlib.blake2b(digest_size=12)  # copied per key: cheaper than the constructor's keywords
+
+
 def _digest(text: str) -> str:
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+    digest = _EMPTY_HASH.copy()
+    digest.update(text.encode())
+    return digest.hexdigest()
 
 
 def _content_text(content: Any) -> str:
@@ -23,16 +28,21 @@ def _content_text(content: Any) -> str:
     return ""
 
 
-def chat_leading_text(messages: list) -> str:
-    """System / developer messages plus the first other message: stable across turns."""
-    pieces = []
+def chat_leading_text(messages: list, limit: int | None = None) -> str:
+    """System / developer messages plus the first other message: stable across turns.
+
+    With a limit, only the first `limit` characters (the rest would be cut off anyway).
+    """
+    pieces, size = [], 0
     for message in messages:
         if not isinstance(message, dict):
             continue
-        pieces.append(f"{message.get('role')}\x1f{_content_text(message.get('content'))}\x1e")
-        if message.get("role") not in LEADING_ROLES:
+        piece = f"{message.get('role')}\x1f{_content_text(message.get('content'))}\x1e"
+        pieces.append(piece)
+        size += len(piece)
+        if message.get("role") not in LEADING_ROLES or (limit is not None and size >= limit):
             break
-    return "".join(pieces)
+    return "".join(pieces)[:limit]
 
 
 def completion_leading_text(prompt: Any, block_chars: int, max_blocks: int) -> str:
@@ -50,7 +60,7 @@ def prefix_key(body: dict, kind: str, block_chars: int = DEFAULT_BLOCK_CHARS,
                max_blocks: int = DEFAULT_MAX_BLOCKS) -> str | None:
     """A short hash of the request's leading text; kind is "chat" or "completion"."""
     if kind == "chat":
-        text = chat_leading_text(body.get("messages") or [])[: block_chars * max_blocks]
+        text = chat_leading_text(body.get("messages") or [], block_chars * max_blocks)
     else:
         text = completion_leading_text(body.get("prompt"), block_chars, max_blocks)
     return _digest(text) if text else None

@@ -1,4 +1,6 @@
 """Affinity keys from request bodies."""
+import hashlib
+
 from gateway.policies import prefix_key
 
 SYSTEM = {"role": "system", "content": "You are a careful reviewer of Python code. " * 20}
@@ -46,3 +48,16 @@ def test_completion_key_is_capped_at_max_blocks():
 def test_no_text_no_key():
     assert prefix_key({"prompt": ""}, "completion") is None
     assert prefix_key({"messages": []}, "chat") is None
+
+
+def blake(text):
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def test_keys_are_the_documented_hash_so_gateways_of_any_version_agree():
+    assert prefix_key({"prompt": "def f():"}, "completion") == blake("def f():")
+    long = chat({"role": "user", "content": [{"type": "text", "text": "Review a.py"}]})
+    whole = "".join(f"{m['role']}\x1f{m['content'] if isinstance(m['content'], str) else 'Review a.py'}\x1e"
+                    for m in long["messages"])
+    assert prefix_key(long, "chat", block_chars=100, max_blocks=3) == blake(whole[:300])
+    assert prefix_key(long, "chat", block_chars=512, max_blocks=8) == blake(whole[:4096])
