@@ -135,8 +135,14 @@ def prompt_sample(body: dict, kind: str, chars: int) -> str:
     if chars <= 0:
         return ""
     if kind == "chat":
-        text = "\n".join(f"{m.get('role', '')}: {_text_of(m.get('content'))}"
-                         for m in body.get("messages", ()) if isinstance(m, dict))
+        lines, size = [], 0
+        for m in body.get("messages", ()):
+            if isinstance(m, dict):
+                lines.append(f"{m.get('role', '')}: {_text_of(m.get('content'))}")
+                size += len(lines[-1]) + 1
+                if size > chars:  # the text so far (size - 1 with its newlines) fills the sample
+                    break
+        text = "\n".join(lines)
     else:
         prompt = body.get("prompt", "")
         text = prompt if isinstance(prompt, str) else "\n".join(p for p in prompt if isinstance(p, str))

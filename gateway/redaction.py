@@ -344,28 +344,35 @@ def _redact_messages(messages: list, counts: dict[str, int]) -> list:
 _MODES = {mode.value: mode for mode in RedactionMode}  # a StrEnum member finds itself too
 
 
+def _scanned_messages(messages: Any, counts: dict[str, int]) -> Any:
+    return _redact_messages(messages, counts) if isinstance(messages, list) else messages
+
+
+# suffix: fill-in-the-middle requests from IDEs carry code there too
+_SCANNED_FIELDS = (("prompt", _redact_prompt), ("suffix", _redact_prompt), ("messages", _scanned_messages))
+
+
+def _result(body: Any, counts: dict[str, int], mode: RedactionMode, found: int = 0) -> RedactionResult:
+    return tuple.__new__(RedactionResult, (body, counts, mode, found))  # skips NamedTuple's Python __new__
+
+
 def redact_body(body: dict, mode: RedactionMode | str = RedactionMode.REDACT) -> RedactionResult:
     """Scan a completions or chat request body (prompt, suffix, messages) under the given mode."""
     checked = _MODES.get(mode)  # not RedactionMode(mode): the enum call costs a microsecond per request
     if checked is None:
         raise ValueError(f"{mode!r} is not a valid RedactionMode")
     if checked is RedactionMode.OFF or not isinstance(body, dict):
-        return RedactionResult(body, {}, checked)
+        return _result(body, {}, checked)
     counts: dict[str, int] = {}
     changed = {}
-    for name in ("prompt", "suffix"):  # suffix: fill-in-the-middle from IDEs carries code too
-        if name in body:
-            value = body[name]
-            redacted = _redact_prompt(value, counts)
+    for name, redact in _SCANNED_FIELDS:
+        value = body.get(name)
+        if value is not None:
+            redacted = redact(value, counts)
             if redacted is not value:
                 changed[name] = redacted
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        redacted = _redact_messages(messages, counts)
-        if redacted is not messages:
-            changed["messages"] = redacted
     if not counts:
-        return RedactionResult(body, counts, checked)
+        return _result(body, counts, checked)
     # Redact: a shallow copy (untouched fields shared); block: the caller's own body goes on as it came.
     forwarded = {**body, **changed} if checked is RedactionMode.REDACT else body
-    return RedactionResult(forwarded, counts, checked, sum(counts.values()))
+    return _result(forwarded, counts, checked, sum(counts.values()))

@@ -15,3 +15,11 @@ def test_chat_keeps_roles_and_text_parts():
 
 def test_zero_characters_keeps_nothing():
     assert prompt_sample({"prompt": "secret-free text"}, "completions", 0) == ""
+
+
+def test_chat_sample_is_cut_at_the_limit_wherever_the_messages_end():
+    body = {"messages": [{"role": "system", "content": "abc"}, {"role": "user", "content": "defgh"},
+                         {"role": "assistant", "content": "ij"}]}
+    whole = "system: abc\nuser: defgh\nassistant: ij"
+    assert [prompt_sample(body, "chat", n) for n in range(len(whole) + 3)] == \
+        [whole[:n] if n else "" for n in range(len(whole) + 3)]
