@@ -33,7 +33,9 @@ class SseRelay:
             self._tail = data
             return b""
         complete, self._tail = data[: end + 2], data[end + 2:]
-        if b'"usage"' not in complete and b"[DONE]" not in complete and self.token_cap is None:
+        # find(), not `in`: bytes.__contains__ first tries its operand as an integer (raising and
+        # clearing a TypeError), which costs more than the search itself on every chunk.
+        if complete.find(b'"usage"') < 0 and complete.find(b"[DONE]") < 0 and self.token_cap is None:
             self.streamed_tokens += _token_events(complete)  # the common case: plain token events
             return complete
         return b"".join(self._event(event) for event in complete.split(SEPARATOR)[:-1])
@@ -44,7 +46,7 @@ class SseRelay:
         if event.startswith(DONE):
             self.finished = True
             return event + SEPARATOR
-        if b'"usage"' in event:
+        if event.find(b'"usage"') >= 0:
             usage_only = self._take_usage(event)
             if usage_only and self.strip_usage:
                 return b""
