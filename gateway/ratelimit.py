@@ -20,7 +20,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 
 from gateway.resp import encode_args
-from gateway.ratelimit_scripts import ADMIT, SETTLE  # noqa: F401 (ADMIT is re-exported for tests)
+from gateway.ratelimit_scripts import ADMIT, SETTLE, SETTLE_TOGETHER  # noqa: F401 (re-exported for tests)
 
 MICROS = 1_000_000
 
@@ -188,10 +188,7 @@ def _bulk(number: int) -> bytes:
 
 
 def _packed_together(sha: str, settlements: list[tuple]) -> bytes:
-    """One SETTLE call for several (plan, request id, numbers): every one's KEYS, then every one's ARGV."""
-    if len(settlements) == 1:
-        plan, request_id, numbers = settlements[0]
-        return plan.packed(sha, request_id, numbers)
+    """One SETTLE_TOGETHER call for (plan, request id, numbers)s: every one's KEYS, then every one's ARGV."""
     size = 3 + sum(plan.size - 3 for plan, _, _ in settlements)
     head = b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n%s" % (
         size, len(sha), sha.encode(), _bulk(sum(len(plan.keys) for plan, _, _ in settlements)))
@@ -358,23 +355,27 @@ class RateLimiter:
             if len(queued) >= MAX_SETTLES_TOGETHER:
                 self._queued = None
             return
-        sha, send = self._sha.get(SETTLE), self._send_quiet_later
-        if sha is None or send is None:  # first use, or a redis-py client: settle in a task
+        shas, send = (self._sha.get(SETTLE), self._sha.get(SETTLE_TOGETHER)), self._send_quiet_later
+        if None in shas or send is None:  # first use, or a redis-py client: settle in a task
             self._in_background(self._quietly(*settlement))
             return
         queued = self._queued = [settlement]
-        send(functools.partial(self._packed_queued, sha, queued), functools.partial(self._settled_soon, queued))
+        send(functools.partial(self._packed_queued, shas, queued), functools.partial(self._settled_soon, queued))
 
-    def _packed_queued(self, sha: str, queued: list) -> bytes:
+    def _packed_queued(self, shas: tuple[str, str], queued: list) -> bytes:
         if self._queued is queued:  # written now: later settles start another call
             self._queued = None
-        return _packed_together(sha, queued)
+        if len(queued) == 1:
+            plan, request_id, numbers = queued[0]
+            return plan.packed(shas[0], request_id, numbers)
+        return _packed_together(shas[1], queued)
 
     def _settled_soon(self, settlements: list, error: Exception) -> None:
         if self._queued is settlements:  # never written (Redis unreachable): later settles start anew
             self._queued = None
         if isinstance(error, NoScriptError):  # Redis restarted: load the script again and send once more
             self._sha.pop(SETTLE, None)
+            self._sha.pop(SETTLE_TOGETHER, None)
             for settlement in settlements:
                 self._in_background(self._quietly(*settlement))
 
@@ -472,7 +473,7 @@ class RateLimiter:
 
     async def _load(self, script: str) -> str:
         # Both scripts at once: `settle_soon` can then send without a round trip of its own.
-        scripts = [script, *(s for s in (ADMIT, SETTLE) if s != script and s not in self._sha)]
+        scripts = [script, *(s for s in (ADMIT, SETTLE, SETTLE_TOGETHER) if s != script and s not in self._sha)]
         for text, sha in zip(scripts, await asyncio.gather(*(self._client.script_load(s) for s in scripts))):
             self._sha[text] = sha
         return self._sha[script]

@@ -9,8 +9,9 @@ amount it charges — `1` (one request), `t` (the tokens), `c` (the cost):
   Bt Bc  budget reservation (param = reservation TTL µs; 2 keys: the month's hash, its zset)
   c1 bt bc  (settle script) renew a lease / reservation instead, for long streams
 KEYS: the rate checks' keys first, in check order (one MGET reads them all), then the other
-checks' keys in check order. SETTLE takes several settlements in one call: their ARGV one after
-the other, their KEYS likewise (`settle_soon` sends an event-loop iteration's settles together). A check's values depend only on the subject's limits, so the gateway
+checks' keys in check order. SETTLE_TOGETHER applies several settlements in one call: their
+SETTLE ARGV one after the other, their KEYS likewise (`settle_soon` sends an event-loop
+iteration's settles together; a lone one goes to SETTLE, which costs Redis less for one). A check's values depend only on the subject's limits, so the gateway
 encodes them once per subject set.
 
 Redis CPU is the budget here (every request runs both scripts), hence: one call per key where
@@ -44,10 +45,13 @@ local function set_tat(key, tat, before, now)
 end
 """
 
-ADMIT = _COMMON + r"""
+_ONE_REQUEST = r"""
 -- Numbers are read with `x + 0`: the same conversion as tonumber(x), which converts twice.
 local rid, tokens, cost = argv[1], argv[2] + 0, argv[3] + 0
 local n, nr = argv[6] + 0, argv[7] + 0
+"""
+
+ADMIT = _COMMON + _ONE_REQUEST + r"""
 local t = call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- Phase 1 checks everything without counting; phase 2 counts only if all passed.
@@ -158,8 +162,76 @@ end
 return out
 """
 
-SETTLE = _COMMON + r"""
--- ARGV holds one or more settlements in a row, each laid out as above; KEYS their keys in the
+SETTLE = _COMMON + _ONE_REQUEST + r"""
+-- Tokens per minute are charged the difference between the actual and the admitted tokens
+-- (credited back when negative); budgets record the actual spend; leases are released.
+-- Codes in lower case renew a lease / reservation instead (for long streams).
+local actual_tokens, actual_cost = argv[4] + 0, argv[5] + 0
+local now, tats, written = nil, nil, {}
+local function clock()  -- TIME only when a check needs it
+  if not now then local t = call('TIME'); now = t[1] * 1000000 + t[2] end
+  return now
+end
+local rk, ok, ai = 0, nr, 8
+for i = 1, n do
+  local code = argv[ai]
+  if code == 'R1' or code == 'Rt' then
+    rk = rk + 1
+    local limit, param = argv[ai + 1] + 0, argv[ai + 2] + 0
+    local credit = code == 'Rt' and actual_tokens - math.min(tokens, limit) or 0
+    if credit ~= 0 then
+      local key = keys[rk]
+      tats = tats or call('MGET', unpack(keys, 1, nr))
+      local before = written[key]  -- a key listed twice sees its first credit
+      if before == nil then before = tats[rk] and tats[rk] + 0 end
+      clock()
+      local tat = before
+      if not tat or tat < now then tat = now end
+      local tat_new = tat + credit * param
+      if tat_new > now then
+        set_tat(key, tat_new, before, now)
+      else
+        call('DEL', key)  -- fully replenished
+      end
+      written[key] = tat_new
+    end
+    ai = ai + 3
+  elseif code == 'C1' or code == 'c1' then
+    ok = ok + 1
+    if code == 'C1' then
+      call('ZREM', keys[ok], rid)
+    else
+      local param = tonumber(argv[ai + 2])
+      call('ZADD', keys[ok], 'XX', int(clock() + param), rid)
+      call('PEXPIRE', keys[ok], ms(param))
+    end
+    ai = ai + 3
+  else
+    local key, rkey = keys[ok + 1], keys[ok + 2]
+    ok = ok + 2
+    if code == 'Bt' or code == 'Bc' then
+      local spent, field = code == 'Bc' and actual_cost or actual_tokens, 'r:' .. rid
+      local h = call('HMGET', key, field, 'reserved', 'used')
+      if h[1] then
+        call('HSET', key, 'reserved', int((tonumber(h[2]) or 0) - tonumber(h[1])),
+             'used', int((tonumber(h[3]) or 0) + spent))
+        call('HDEL', key, field)
+        call('ZREM', rkey, rid)
+      else  -- the reservation lapsed: then only the spend is recorded
+        call('HINCRBY', key, 'used', spent)
+        if not h[2] and not h[3] then call('EXPIRE', key, argv[ai + 3]) end
+      end
+    else
+      call('ZADD', rkey, 'XX', int(clock() + tonumber(argv[ai + 2])), rid)
+    end
+    ai = ai + 4
+  end
+end
+return 1
+"""
+
+SETTLE_TOGETHER = _COMMON + r"""
+-- ARGV holds several settlements in a row, each laid out as SETTLE's; KEYS their keys in the
 -- same order. They are applied in order, as if each were its own call at the same Redis time:
 -- a rate key's time and a lease set's releases are written once, at the end (the gateway sends
 -- a process's settles of one event-loop iteration together, usually for the same few keys).
