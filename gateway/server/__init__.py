@@ -101,11 +101,12 @@ class HttpServer:
                     loop.add_signal_handler(signum, self._exit_signal)
                 except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                     pass
+        state.now = loop.time()
         self.started = True
         try:
             while not self.should_exit:
                 await asyncio.sleep(0.1 if state.keep_alive_timeout > 1 else 0.05)
-                now = loop.time()
+                now = state.now = loop.time()
                 if int(now) != int(now - 0.1):  # about once a second: the date and the timeouts
                     state.tick()
                     for conn in list(state.connections):

@@ -5,8 +5,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from gateway.server.wire import (CONNECTION, CONTENT_LENGTH, CONTINUE, DISCONNECT, ORDINARY, header_kind,
-                                 plain_response, status_line)
+from gateway.server.wire import (BODY_HIGH_WATER, CONNECTION, CONTENT_LENGTH, CONTINUE, DISCONNECT, ORDINARY,
+                                 header_kind, plain_response, status_line)
 
 log = logging.getLogger("gateway.server")
 
@@ -43,7 +43,8 @@ class Cycle:
         self.chunks.append(body)
         self.buffered += len(body)
         self._wake()
-        self.conn.body_backlog(self)
+        if self.buffered >= BODY_HIGH_WATER:
+            self.conn.body_backlog(self)
 
     def finish_body(self) -> None:
         self.more_body = False
@@ -113,7 +114,8 @@ class Cycle:
             body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
             chunks.clear()
             self.buffered = 0
-            self.conn.body_consumed(self)
+            if self.conn.read_paused:
+                self.conn.body_consumed(self)
             if body or not self.more_body:
                 return {"type": "http.request", "body": body, "more_body": self.more_body}
 
@@ -191,9 +193,9 @@ class Cycle:
             raise RuntimeError(f"invalid response header {_value_with_line_break(headers)!r}")
         self.head = head
         # Sent with the first body bytes if they come in this event-loop iteration, else alone.
-        self.conn.loop.call_soon(self._flush_head)
+        self.conn.state.hold_head(self, self.conn.loop)
 
-    def _flush_head(self) -> None:
+    def flush_head(self) -> None:
         if self.head is not None and not self.disconnected:
             head, self.head = self.head, None
             self.conn.write(head)

@@ -194,6 +194,38 @@ def test_a_stream_without_length_is_chunked_and_its_head_leaves_before_the_first
         assert bytes(buffer) == b"".join(b"%x\r\ndata: %d\n\n\r\n" % (9, n) for n in range(3)) + b"0\r\n\r\n"
 
 
+def test_heads_of_several_streams_started_together_all_leave_before_their_first_chunks():
+    arrived = []
+
+    async def stream(scope, receive, send):
+        await read_all(receive)
+        arrived.append(asyncio.get_running_loop().create_future())
+        if len(arrived) < 4:
+            await arrived[-1]
+        else:  # all four start their responses in the same event-loop iteration
+            for waiting in arrived[:-1]:
+                waiting.set_result(None)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await asyncio.sleep(0.5)
+        await send({"type": "http.response.body", "body": b"late"})
+
+    with Running(stream) as running:
+        socks = [running.connect() for _ in range(4)]
+        for sock in socks:
+            sock.sendall(post(b"/s", b""))
+        time.sleep(0.3)  # the chunks come 0.5 s after the heads
+        for sock in socks:
+            sock.setblocking(False)
+            early = sock.recv(4096)
+            assert early.startswith(b"HTTP/1.1 200 OK") and early.endswith(b"\r\n\r\n") and b"late" not in early
+        for sock in socks:
+            sock.settimeout(5)
+            rest = b""
+            while not rest.endswith(b"0\r\n\r\n"):
+                rest += sock.recv(4096)
+            assert rest == b"4\r\nlate\r\n0\r\n\r\n"
+
+
 def test_malformed_request_gets_400_and_the_connection_closes():
     with Running(echo) as running:
         sock = running.connect()
