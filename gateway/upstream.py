@@ -20,9 +20,9 @@ bounded by the caller. Every failure to talk to the engine is an `UpstreamError`
 from __future__ import annotations
 
 import asyncio
-import collections
 import ssl
 import time
+from typing import Any, Coroutine
 from urllib.parse import urlsplit
 
 import httptools
@@ -55,7 +55,7 @@ class UpstreamResponse:
         self.status = status
         self.content_type = content_type
         self._conn = conn
-        self._chunks: collections.deque[bytes] = collections.deque()
+        self._chunks: list[bytes] = []
         self._buffered = 0
         self._complete = False
         self._error: Exception | None = None
@@ -192,13 +192,14 @@ class _Connection(asyncio.Protocol):
             self.open = False  # closed when released
 
     # Used by the pool and the response
-    def send(self, head: bytes, body: bytes) -> asyncio.Future:
+    def send(self, message: bytes | tuple[bytes, bytes]) -> asyncio.Future:
+        """Write a request (bytes, or head and a large body); the future gets the response's headers."""
         self._headers_done = self.loop.create_future()
         self._response, self._content_type, self._delimited, self._got_bytes = None, None, False, False
-        if len(body) > COALESCE_LIMIT:  # large prompts: no copy, two writes
-            self.transport.writelines((head, body))
+        if message.__class__ is tuple:  # large prompts: no copy, two writes
+            self.transport.writelines(message)
         else:  # one send: writelines would make one per buffer
-            self.transport.write(head + body)
+            self.transport.write(message)
         return self._headers_done
 
     def finished(self, reuse: bool) -> None:
@@ -291,32 +292,43 @@ class UpstreamClient:
         self._routes: dict[tuple[bytes, str], tuple[_Pool, bytes]] = {}
         self._ssl: ssl.SSLContext | None = None
 
-    async def post(self, url: str, body: bytes, headers: tuple[tuple[bytes, bytes], ...] = (),
-                   timeout: float | None = None) -> UpstreamResponse:
+    def post(self, url: str, body: bytes, headers: tuple[tuple[bytes, bytes], ...] = (),
+             timeout: float | None = None) -> Coroutine[Any, Any, UpstreamResponse]:
         """Send a POST and wait for the response's status and headers (the body follows).
 
-        With `timeout` (seconds), raises TimeoutError when the headers have not arrived by then."""
-        return await self.request(b"POST", url, body, headers, timeout)
+        With `timeout` (seconds), raises TimeoutError when the headers have not arrived by then.
+        (`request`'s coroutine itself, to be awaited: no coroutine of its own to pass each resumption through.)"""
+        return self.request(b"POST", url, body, headers, timeout)
 
-    async def get(self, url: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> UpstreamResponse:
-        return await self.request(b"GET", url, b"", headers)
+    def get(self, url: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> Coroutine[Any, Any, UpstreamResponse]:
+        return self.request(b"GET", url, b"", headers)
 
     async def request(self, method: bytes, url: str, body: bytes, headers,
                       timeout: float | None = None) -> UpstreamResponse:
         if self.closed:
             raise UpstreamError("the gateway is shutting down")
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
+        if timeout is None:
+            deadline = None
+        else:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
         pool, start = self._route(method, url)
-        head = b"%scontent-length: %d\r\n%s\r\n" % (start, len(body),
-                                                       b"".join([b"%s: %s\r\n" % pair for pair in headers]))
+        parts = [start]
+        for name, value in headers:
+            parts += (name, b": ", value, b"\r\n")
+        parts.append(b"content-length: %d\r\n\r\n" % len(body))
+        if len(body) > COALESCE_LIMIT:
+            message = (b"".join(parts), body)
+        else:
+            parts.append(body)
+            message = b"".join(parts)
         for attempt in (1, 2):
             conn = pool.take_idle()
             reused = conn is not None
             if conn is None:
                 conn = await (pool.connect() if deadline is None else
                               asyncio.wait_for(pool.connect(), max(0.0, deadline - loop.time())))
-            started = conn.send(head, body)
+            started = conn.send(message)
             timer = None if deadline is None else loop.call_at(deadline, _expire, started)
             try:
                 return await started

@@ -4,7 +4,7 @@ import socket
 
 import pytest
 
-from gateway.upstream import HIGH_WATER, ConnectTimeout, UpstreamClient, UpstreamError
+from gateway.upstream import COALESCE_LIMIT, HIGH_WATER, ConnectTimeout, UpstreamClient, UpstreamError
 
 
 class Server:
@@ -266,4 +266,26 @@ def test_reading_from_the_engine_pauses_while_the_client_is_slow_and_nothing_is_
             assert await response.read() == payload
             response.close()
             await client.close()
+    run(scenario)
+
+
+def test_request_heads_carry_the_headers_and_length_for_small_and_large_bodies():
+    large = b"p" * (COALESCE_LIMIT + 1)  # sent as a head and a body without copying them together
+
+    async def scenario():
+        async with Server(ok()) as server:
+            client = UpstreamClient(connect_timeout=2)
+            for body in (b'{"small": 1}', large, b""):
+                response = await client.post(server.url + "/v1/x?y=1", body,
+                                             ((b"content-type", b"application/json"), (b"x-request-id", b"r-1")))
+                assert await response.read() == b'{"ok": true}'
+                response.close()
+            await client.close()
+            for sent, body in zip(server.requests, (b'{"small": 1}', large, b"")):
+                head, _, rest = sent.partition(b"\r\n\r\n")
+                lines = head.split(b"\r\n")
+                assert lines[0] == b"POST /v1/x?y=1 HTTP/1.1" and rest == body
+                assert sorted(lines[1:]) == sorted([b"host: " + server.url.split("//")[1].encode(),
+                                                    b"content-type: application/json", b"x-request-id: r-1",
+                                                    b"content-length: %d" % len(body)])
     run(scenario)
