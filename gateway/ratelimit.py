@@ -167,10 +167,13 @@ class Plan:
         if prefix is None:
             prefix = self.prefixes[sha] = b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n%s" % (
                 self.size, len(sha), sha.encode(), self.head)
-        return prefix + self.values(request_id, numbers)
+        rid = request_id.encode()
+        a, b, c, d = numbers
+        return b"%s$%d\r\n%s\r\n%s%s%s%s%s" % (prefix, len(rid), rid, _bulk(a), _bulk(b), _bulk(c), _bulk(d),
+                                                self.tail)
 
     def values(self, request_id: str, numbers: tuple[int, int, int, int]) -> bytes:
-        """RESP of this call's ARGV: the request's values, then the plan's."""
+        """RESP of this call's ARGV alone (`packed` without its head: settles sent together)."""
         rid = request_id.encode()
         a, b, c, d = numbers
         return b"$%d\r\n%s\r\n%s%s%s%s%s" % (len(rid), rid, _bulk(a), _bulk(b), _bulk(c), _bulk(d), self.tail)
