@@ -9,7 +9,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from gateway.ratelimit import ADMIT, SETTLE, FailurePolicy, LimiterConfig, Outcome, RateLimiter
 from gateway.resp import PipelinedRedis, encode_command, parse_reply
-from tests.gateway.ratelimit_helpers import admission, tenant, redis_url
+from tests.gateway.ratelimit_helpers import SLOW_WINDOW, admission, tenant, redis_url
 
 URL = redis_url()
 needs_redis = pytest.mark.skipif(URL is None, reason="needs Redis: set REDIS_URL or run one on 127.0.0.1:6379")
@@ -88,12 +88,12 @@ def test_200_concurrent_admissions_over_one_pipelined_connection_admit_exactly_5
                                            for _ in range(200)))
         assert all(d.reservation is not None for d in decisions if d.allowed)
         return sum(d.allowed for d in decisions)
-    assert run(scenario, prefix) == 50
+    assert run(scenario, prefix, window_seconds=SLOW_WINDOW) == 50
 
 
 def _admit_in_process(args):
     prefix, n = args
-    return run(lambda limiter: _admitted(limiter, n), prefix)
+    return run(lambda limiter: _admitted(limiter, n), prefix, window_seconds=SLOW_WINDOW)
 
 
 async def _admitted(limiter, n):
