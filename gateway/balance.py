@@ -11,7 +11,6 @@ worst a stale read of another slot can do is shed one connection too many or too
 """
 from __future__ import annotations
 
-import math
 import mmap
 import os
 import struct
@@ -34,6 +33,9 @@ class ConnectionShare:
         self.index, self.workers = index, workers
         with open(path, "r+b") as table:
             self._map = mmap.mmap(table.fileno(), _SLOT.size * workers)
+        # The slots as native 8-byte integers (the same bytes as _SLOT on every platform we run on):
+        # summing them is one C call, where unpacking slot by slot cost ~2 µs on every request.
+        self._slots = memoryview(self._map).cast("q")
         self.open = 0  # this worker's connections that are not already being shed
         self._publish()
 
@@ -56,12 +58,11 @@ class ConnectionShare:
 
     def should_shed(self) -> bool:
         """True when this worker holds more than its fair share; the caller then closes one."""
-        total = sum(_SLOT.unpack_from(self._map, i * _SLOT.size)[0] for i in range(self.workers))
-        if self.open <= math.ceil(total / self.workers) + SLACK:
+        if self.open <= -(-sum(self._slots) // self.workers) + SLACK:  # the ceiling of the mean
             return False
         self.open -= 1  # counted as gone now, so the next requests do not shed it too
         self._publish()
         return True
 
     def _publish(self) -> None:
-        _SLOT.pack_into(self._map, self.index * _SLOT.size, self.open)
+        self._slots[self.index] = self.open
