@@ -6,18 +6,25 @@ most of a gateway's metering cost at thousands of requests per second). These ro
   `INSERT … SELECT … ON CONFLICT (request_id) DO NOTHING` (~15× less wall time than executemany
   for a 500-event batch, and one round trip for the data). Binary COPY when every value has the
   plain Python type of its column (the gateway's events), text COPY otherwise;
-- other backends (SQLite in tests and the embedded install): one executemany of
-  `INSERT OR IGNORE`, on the driver's cursor (Django's wrapper rewrites the query per call).
-Both return how many events were new, from the statement's row count (no query before).
+- SQLite (tests and the embedded install): `INSERT OR IGNORE` of many rows per statement
+  (`ROWS_PER_STATEMENT`), on the driver's connection (Django's wrapper rewrites the query per call).
+  Not executemany: the driver releases and re-takes the GIL around every statement step, so a row
+  per step handed the GIL to and from the gateway's event loop thread twice per event;
+- other backends: one executemany.
+The whole batch is one transaction (the service's, or its own when called in autocommit):
+PostgreSQL's temporary table keeps its rows only until the commit, and SQLite commits once, not per row.
+All return how many events were new, from the statements' row counts (no query before).
 Events are dicts naming fields by attname (`tenant_id`) or by name (`tenant`; absent ones take
 defaults), or rows: sequences of every value in `COLUMNS` order (the gateway's, the cheapest).
 """
 from __future__ import annotations
 
 import operator
+import sqlite3
 from datetime import datetime, timezone
+from itertools import chain
 
-from django.db import connections, router
+from django.db import connections, router, transaction
 from django.db.models import DateTimeField
 from django.db.models.constants import OnConflict
 
@@ -38,7 +45,10 @@ _NONE = type(None)
 _BINARY_TYPES = {"varchar": {str}, "text": {str}, "smallint": {int}, "integer": {int}, "bigint": {int},
                  "double precision": {float, int}, "boolean": {bool}, "timestamp with time zone": {datetime}}
 _BINARY_TYPES = {kind: frozenset(types | {_NONE}) for kind, types in _BINARY_TYPES.items()}
-_by_vendor: dict[tuple[str, str], object] = {}  # (what, vendor) -> the insert's SQL or column types
+_by_vendor: dict[tuple, object] = {}  # (what, vendor) -> the insert's SQL or column types
+# Rows per SQLite statement (at most; fewer when the library allows fewer parameters): larger
+# statements save little more CPU per row (measured: 16 rows 14.6 µs, 128 rows 13.5 µs, 500 rows 12.9 µs).
+ROWS_PER_STATEMENT = 128
 
 
 def insert_events(events: list) -> int:
@@ -48,9 +58,12 @@ def insert_events(events: list) -> int:
     rows = [_row_of(event) if isinstance(event, dict) else list(event) for event in events]
     connection = connections[router.db_for_write(UsageEvent)]
     _prepare(rows, connection)
-    if connection.vendor == "postgresql":
-        return _copy_then_insert(connection, rows)
-    return _executemany(connection, rows)
+    with transaction.atomic(using=connection.alias, savepoint=False):  # usually inside the service's already
+        if connection.vendor == "postgresql":
+            return _copy_then_insert(connection, rows)
+        if connection.vendor == "sqlite":
+            return _insert_many_per_statement(connection, rows)
+        return _executemany(connection, rows)
 
 
 def _row_of(event: dict) -> list:
@@ -78,7 +91,7 @@ def _prepare(rows: list[list], connection) -> None:
     if connection.vendor == "postgresql":
         fast = _same
     elif connection.vendor == "sqlite" and connection.timezone is utc:
-        fast = _naive_utc_text
+        fast = _naive_utc_texts()
     else:
         fast = None
     for row in rows:
@@ -95,24 +108,57 @@ def _same(value):
     return value
 
 
-def _naive_utc_text(value: datetime) -> str:
-    return str(value)[:-6]  # without "+00:00": str(value.replace(tzinfo=None)), in half the time
+_MILLIS = tuple(f".{n:03d}" for n in range(1000))
+_MICROS = tuple(f"{n:03d}" for n in range(1000))
+
+
+def _naive_utc_texts():
+    """A converter to `str(value)[:-6]` (SQLite's text for a UTC datetime, without "+00:00") that
+    formats each second once: a batch spans a second or two, and `str` is most of the cost
+    (measured 1.3 µs instead of 3.7 µs a value)."""
+    seconds: dict[tuple, str] = {}
+
+    def text(value: datetime) -> str:
+        key = (value.year, value.month, value.day, value.hour, value.minute, value.second)
+        second = seconds.get(key)
+        if second is None:
+            second = seconds[key] = str(value.replace(microsecond=0))[:-6]
+        micro = value.microsecond
+        # Like str(): no fraction when it is zero.
+        return second + _MILLIS[micro // 1000] + _MICROS[micro % 1000] if micro else second
+
+    return text
 
 
 def _executemany(connection, rows: list[list]) -> int:
-    sql = _vendor_cached("insert", connection, _insert_sql)
-    if connection.vendor != "sqlite":
-        with connection.cursor() as cursor:
-            cursor.executemany(sql, rows)
-            return max(cursor.rowcount, 0)
-    # The driver's own executemany: Django's SQLite wrapper rewrites the query on every call.
-    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.executemany(_vendor_cached("insert", connection, _insert_sql), rows)
+        return max(cursor.rowcount, 0)
+
+
+def _insert_many_per_statement(connection, rows: list[list]) -> int:
+    """Full statements of `_rows_per_statement` rows, the rest in power-of-two statements (few SQL shapes,
+    each prepared once in the driver's statement cache)."""
     connection.validate_no_broken_transaction()
+    driver, most = connection.connection, _vendor_cached("rows per statement", connection, _rows_per_statement)
+    inserted = start = 0
     with connection.wrap_database_errors:
-        return max(connection.connection.executemany(sql, rows).rowcount, 0)
+        while start < len(rows):
+            left = len(rows) - start
+            count = most if left >= most else 1 << (left.bit_length() - 1)
+            sql = _vendor_cached(("insert", count), connection, lambda c: _insert_sql(c, count))
+            inserted += driver.execute(sql, list(chain.from_iterable(rows[start:start + count]))).rowcount
+            start += count
+    return inserted
 
 
-def _vendor_cached(what: str, connection, build):
+def _rows_per_statement(connection) -> int:
+    """`ROWS_PER_STATEMENT`, or the largest power of two whose parameters the SQLite library allows."""
+    limit = connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    return min(ROWS_PER_STATEMENT, 1 << ((limit // len(COLUMNS)).bit_length() - 1))
+
+
+def _vendor_cached(what, connection, build):
     key = (what, connection.vendor)
     found = _by_vendor.get(key)
     if found is None:
@@ -120,11 +166,12 @@ def _vendor_cached(what: str, connection, build):
     return found
 
 
-def _insert_sql(connection) -> str:
+def _insert_sql(connection, rows: int = 1) -> str:
     ops, fields = connection.ops, list(FIELDS)
     quote, placeholder = ops.quote_name, "?" if connection.vendor == "sqlite" else "%s"
+    values = f"({', '.join([placeholder] * len(fields))})"
     return (f"{ops.insert_statement(on_conflict=OnConflict.IGNORE)} {quote(UsageEvent._meta.db_table)} "
-            f"({', '.join(quote(f.column) for f in fields)}) VALUES ({', '.join([placeholder] * len(fields))}) "
+            f"({', '.join(quote(f.column) for f in fields)}) VALUES {', '.join([values] * rows)} "
             f"{ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None)}")
 
 

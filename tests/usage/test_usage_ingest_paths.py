@@ -33,6 +33,11 @@ def _varied(tenant) -> list[dict]:
         {"status_code": 429, "outcome": "rate_limited", "prompt_tokens": 0, "completion_tokens": 0,
          "cached_tokens": 0, "latency_ms": 0.0, "redacted_prompt": "", "api_key_prefix": ""},
         {"occurred_at": AT.replace(microsecond=0)},  # no fraction: SQLite's text has none either
+        # SQLite's text is formatted once per second, then the fraction added: leading zeros, the next second.
+        {"occurred_at": AT.replace(microsecond=5)},
+        {"occurred_at": AT.replace(microsecond=1000)},
+        {"occurred_at": AT + timedelta(seconds=1, microseconds=7)},
+        {"occurred_at": AT + timedelta(days=40)},
         {"occurred_at": AT.astimezone(PLUS_TWO)},  # aware, not UTC
         {"latency_ms": 7, "ttft_ms": 1e-300, "model_name": "m" * 200},  # an int in a float column
     ]
@@ -133,3 +138,27 @@ def test_a_resent_row_batch_counts_once(tenant_a):
     assert ingest.insert_events(rows) == len(rows)
     assert ingest.insert_events(rows) == 0
     assert UsageEvent.objects.count() == len(rows)
+
+
+def test_batches_of_every_size_count_each_new_request_once(tenant_a):
+    # SQLite inserts many rows per statement (full statements, then power-of-two ones): every size
+    # up to a few statements' worth, with a row already stored and one repeated inside the batch.
+    template = [_varied(tenant_a)[0][column] for column in ingest.COLUMNS]
+    at = ingest.COLUMNS.index("request_id")
+    for size in (1, 2, 3, 7, 128, 129, 300):
+        rows = [[*template[:at], f"size-{size}-{n}", *template[at + 1:]] for n in range(size)]
+        assert ingest.insert_events(rows[:1]) == 1
+        assert ingest.insert_events(rows + rows[-1:]) == size - 1, size
+        assert UsageEvent.objects.filter(request_id__startswith=f"size-{size}-").count() == size
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_insert_outside_any_transaction_is_stored():
+    # Not inside the service's transaction (nor a test's): on PostgreSQL the COPY's temporary rows
+    # must still be there when the INSERT reads them.
+    from tests.factories import make_tenant
+
+    events = _varied(make_tenant("autocommit"))
+    assert ingest.insert_events(events) == len(events)
+    assert UsageEvent.objects.filter(request_id__startswith="varied-").count() == len(events)
+    assert ingest.insert_events(events) == 0
