@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from itertools import islice
 from typing import Optional
 
 from .config import SimulatorConfig
@@ -36,6 +37,12 @@ _DECODING, _NEEDS_BLOCK, _PREFILLING = object(), object(), object()
 
 logger = logging.getLogger(__name__)
 
+# Most zero-latency steps run between two yields to the event loop.  A request's
+# whole decode usually fits (max_tokens 16: 16 steps), so a lone request costs
+# one loop wake-up, not one per token; the cap bounds how long HTTP waits
+# behind a long generation (~64 steps of a full batch: a few milliseconds).
+ZERO_LATENCY_BURST = 64
+
 
 class Engine:
     """Owns the KV cache, waiting/running sets and the engine-loop task."""
@@ -50,6 +57,11 @@ class Engine:
         self.num_steps = 0
         self._wakeup = asyncio.Event()
         self._task: Optional[asyncio.Task] = None
+        # Without modeled time there is no loop task: add_request() and abort()
+        # schedule a burst of steps as a plain callback (see _burst).
+        self._zero_latency = config.zero_latency
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._burst_handle: Optional[asyncio.Handle] = None
         self._clock = time.monotonic
         # Set by update() when every running request just decodes one token
         # next step, with room in its last block or in one new block (listed in
@@ -62,6 +74,8 @@ class Engine:
     # ------------------------------------------------------------------ API
     def start(self) -> None:
         """Start the engine loop on the running event loop (idempotent)."""
+        if self._zero_latency:
+            return  # steps run in bursts scheduled by add_request()
         if self._task is None or self._task.done():
             self._wakeup = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self.run())
@@ -75,6 +89,9 @@ class Engine:
 
     async def stop(self) -> None:
         """Cancel the engine loop and wait for it to exit."""
+        if self._burst_handle is not None:
+            self._burst_handle.cancel()
+            self._burst_handle = None
         if self._task is not None:
             self._task.cancel()
             try:
@@ -89,8 +106,14 @@ class Engine:
 
     def add_request(self, req: Request) -> None:
         """Queue a validated request and wake the engine loop."""
-        req.done = asyncio.get_running_loop().create_future()
+        self._loop = loop = asyncio.get_running_loop()
+        req.done = loop.create_future()
         self.enqueue(req)
+        if self._zero_latency:
+            if self._burst_handle is None:
+                # Requests arriving in this same loop iteration join the burst.
+                self._burst_handle = loop.call_soon(self._burst)
+            return
         self.start()
         self._wakeup.set()
 
@@ -115,27 +138,105 @@ class Engine:
             self.running.remove(req)
         self._inflight.pop(req, None)  # aborted while its step was "running": update skips it
         self._finish(req, "abort")
-        self._wakeup.set()  # freed blocks may let a blocked queue head in
+        # Freed blocks may let a blocked queue head in.
+        if not self._zero_latency:
+            self._wakeup.set()
+        elif self._loop is not None and self._burst_handle is None and len(self.waiting):
+            self._burst_handle = self._loop.call_soon(self._burst)
 
     # ----------------------------------------------------------- main loop
     async def run(self) -> None:
         """Engine loop: schedule, sleep the modeled step time, emit tokens."""
         while True:
             if not self.running and not len(self.waiting):
-                self._wakeup.clear()
-                await self._wakeup.wait()
+                await self._idle()
                 continue
             scheduled = self.schedule()
             if not scheduled:
                 # Nothing fits (cannot happen for validated requests, but
                 # never spin): wait for an arrival or an abort.
-                self._wakeup.clear()
-                await self._wakeup.wait()
+                await self._idle()
                 continue
-            delay = self.step_duration(scheduled)
-            # Zero-latency mode still yields once per step so HTTP keeps flowing.
-            await asyncio.sleep(delay)
+            await asyncio.sleep(self.step_duration(scheduled))
             self.update(scheduled)
+
+    def _burst(self) -> None:
+        """Zero-latency engine loop: steps back to back, yielding to the event loop between bursts.
+
+        Every step is the same schedule() + update() as with modeled time; only
+        the event loop sees fewer iterations (one per ZERO_LATENCY_BURST steps,
+        not one per step) and no task, so arrivals and aborts land between bursts.
+        """
+        self._burst_handle = None
+        try:
+            more = self._run_burst(ZERO_LATENCY_BURST)
+        except Exception:
+            logger.exception("simulator engine loop crashed")
+            return
+        if more:  # cut short with work left: let HTTP flow, then go on
+            self._burst_handle = self._loop.call_soon(self._burst)
+
+    def _run_burst(self, max_steps: int) -> bool:
+        """Run up to ``max_steps`` steps; True if work is left that can go on at once."""
+        steps = 0
+        while steps < max_steps:
+            if not self.running and not len(self.waiting):
+                return False
+            quiet = self.quiet_steps()
+            if quiet > 0:
+                quiet = min(quiet, max_steps - steps)
+                self.fast_forward(quiet)
+                steps += quiet
+                continue
+            scheduled = self.schedule()
+            if not scheduled:
+                return False  # nothing fits: wait for an arrival or an abort
+            self.update(scheduled)
+            steps += 1
+        return True
+
+    def quiet_steps(self) -> int:
+        """How many next steps would only sample one token per running request (0: none).
+
+        Such a step schedules every running request for one decode token with
+        room in its blocks, admits nobody, and its update() takes the quiet path
+        (see ``update``) for every request, which no EOS draw can end: all
+        bounds every request's ``quiet_until`` keeps until a step changes more.
+        """
+        running = self.running
+        if (not self._all_decoding or self._needs_block or not running
+                or len(running) > self.config.max_num_batched_tokens
+                or (len(self.waiting) and len(running) < self.config.max_num_seqs)):
+            return 0
+        quiet = self.config.max_model_len
+        for req in running:
+            if req.eos_probability:
+                return 0
+            ahead = req.quiet_until - req.num_computed_tokens
+            if ahead < quiet:
+                quiet = ahead
+        return quiet - 1  # the step reaching quiet_until does more than sample
+
+    def fast_forward(self, num_steps: int) -> None:
+        """Run ``num_steps`` (at most ``quiet_steps()``) steps at once, as schedule() + update() would."""
+        running = self.running
+        for req in running:
+            req.num_computed_tokens += num_steps
+            tokens = list(islice(iter(req.next_token, None), num_steps))
+            req.all_tokens += tokens
+            if req.queue is not None:
+                for token in tokens:
+                    req.queue.put_nowait(token)
+        self.num_steps += num_steps
+        self.stats.generation_tokens += num_steps * len(running)
+        # What the last of those schedule() + update() pairs leaves behind.
+        self._inflight = dict.fromkeys(running, 1)
+        self._covered = True
+
+    async def _idle(self) -> None:
+        """Wait until add_request() or abort() wakes the loop."""
+        self._wakeup.clear()
+        await self._wakeup.wait()
 
     def step_duration(self, scheduled: Scheduled) -> float:
         """Modeled wall time of one step, in seconds."""

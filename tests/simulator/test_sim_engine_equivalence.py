@@ -61,8 +61,13 @@ def request_facts(r: Request) -> tuple:
             r.scheduled_time, r.first_token_time, r.finished_time)
 
 
-def run_trace(engine: Engine, arrivals: dict, aborts: dict, limit: int = 3000) -> str:
-    """Step until idle, enqueueing ``arrivals[step]`` and aborting ``aborts[step]`` mid-step."""
+def run_trace(engine: Engine, arrivals: dict, aborts: dict, limit: int = 3000,
+              quiet_one_by_one: bool = False) -> str:
+    """Step until idle, enqueueing ``arrivals[step]`` and aborting ``aborts[step]`` mid-step.
+
+    ``quiet_one_by_one``: a step that ``quiet_steps()`` announces as quiet runs as
+    ``fast_forward(1)`` instead of schedule() + update().
+    """
     trace, reqs = [], []
     for step in range(limit):
         for r in arrivals.get(step, ()):
@@ -70,6 +75,12 @@ def run_trace(engine: Engine, arrivals: dict, aborts: dict, limit: int = 3000) -
             reqs.append(r)
         if not engine.running and not len(engine.waiting) and step > max(arrivals, default=0):
             break
+        if quiet_one_by_one and engine.quiet_steps() > 0 and step not in aborts:
+            trace.append(tuple((r.request_id, 1) for r in engine.running))
+            engine.fast_forward(1)
+            FAST_FORWARDED[0] += 1
+            trace.append(snapshot(engine))
+            continue
         scheduled = engine.schedule()
         trace.append(tuple((r.request_id, n) for r, n in scheduled.items()))
         for r in aborts.get(step, ()):
@@ -81,21 +92,25 @@ def run_trace(engine: Engine, arrivals: dict, aborts: dict, limit: int = 3000) -
     return hashlib.sha256(repr(trace).encode()).hexdigest()[:16]
 
 
-def scenario(name: str) -> str:
+FAST_FORWARDED = [0]  # steps run by fast_forward(1) in quiet_one_by_one traces
+
+
+def scenario(name: str, **run_options) -> str:
     """Build and run one named workload; returns its trace digest."""
-    return SCENARIOS[name]()
+    engine, arrivals, aborts = SCENARIOS[name]()
+    return run_trace(engine, arrivals, aborts, **run_options)
 
 
-def _steady(seed0: int, prompt_len: int, max_tokens: int, n: int = 24, shared: int = 8, **cfg) -> str:
+def _steady(seed0: int, prompt_len: int, max_tokens: int, n: int = 24, shared: int = 8, **cfg) -> tuple:
     engine = make_engine(**cfg)
     arrivals: dict = {}
     for i in range(n):  # three arrivals per step
         arrivals.setdefault(i // 3, []).append(
             Request(f"q{i}", prompt(i, prompt_len, shared), max_tokens, seed=seed0 + i, priority=i % 3))
-    return run_trace(engine, arrivals, {})
+    return engine, arrivals, {}
 
 
-def _pressure(policy: str) -> str:
+def _pressure(policy: str) -> tuple:
     # Few blocks: decodes run out of KV and preempt, re-admissions hit the prefix cache.
     engine = make_engine(num_gpu_blocks=14, max_model_len=56, scheduling_policy=policy,
                          max_num_batched_tokens=12)
@@ -104,26 +119,26 @@ def _pressure(policy: str) -> str:
         r = Request(f"p{i}", prompt(i, 3 + (i * 5) % 11, 6), 5 + (i * 7) % 13, seed=i,
                     priority=(i * 2) % 3, cache_salt="salt" if i % 4 == 0 else None)
         arrivals.setdefault(i // 2, []).append(r)
-    return run_trace(engine, arrivals, {})
+    return engine, arrivals, {}
 
 
-def _aborts_and_eos() -> str:
+def _aborts_and_eos() -> tuple:
     engine = make_engine(num_gpu_blocks=20, scheduling_policy="priority")
     reqs = [Request(f"a{i}", prompt(i, 5 + i, 4), 12 + i, seed=100 + i, priority=i % 2,
                     eos_probability=0.15 if i % 2 else 0.0, stream=i % 3 == 0) for i in range(10)]
     arrivals = {0: reqs[:5], 2: reqs[5:]}
-    return run_trace(engine, arrivals, {3: [reqs[1], reqs[6]], 5: [reqs[2]], 6: [reqs[8]]})
+    return engine, arrivals, {3: [reqs[1], reqs[6]], 5: [reqs[2]], 6: [reqs[8]]}
 
 
-def _no_caching() -> str:
+def _no_caching() -> tuple:
     return _steady(7, 11, 9, enable_prefix_caching=False, num_gpu_blocks=30)
 
 
-def _block_size_one() -> str:
+def _block_size_one() -> tuple:
     return _steady(3, 5, 6, n=9, block_size=1, num_gpu_blocks=80)
 
 
-def _model_len_cap() -> str:
+def _model_len_cap() -> tuple:
     return _steady(11, 9, 40, n=6, max_model_len=24)
 
 
