@@ -199,12 +199,14 @@ class Engine:
         """How many next steps would only sample one token per running request (0: none).
 
         Such a step schedules every running request for one decode token with
-        room in its blocks, admits nobody, and its update() takes the quiet path
-        (see ``update``) for every request, which no EOS draw can end: all
-        bounds every request's ``quiet_until`` keeps until a step changes more.
+        room in its blocks (the first one may give each request in
+        ``_needs_block`` its next block, as schedule() would), admits nobody,
+        and its update() takes the quiet path (see ``update``) for every
+        request, which no EOS draw can end: all bounds every request's
+        ``quiet_until`` keeps until a step changes more.
         """
         running = self.running
-        if (not self._all_decoding or self._needs_block or not running
+        if (not self._all_decoding or not running or len(self._needs_block) > self.kv.pool.num_free
                 or len(running) > self.config.max_num_batched_tokens
                 or (len(self.waiting) and len(running) < self.config.max_num_seqs)):
             return 0
@@ -220,6 +222,9 @@ class Engine:
     def fast_forward(self, num_steps: int) -> None:
         """Run ``num_steps`` (at most ``quiet_steps()``) steps at once, as schedule() + update() would."""
         running = self.running
+        if self._needs_block:
+            self._allocate_next_blocks()
+            self._needs_block = []
         for req in running:
             req.num_computed_tokens += num_steps
             tokens = list(islice(iter(req.next_token, None), num_steps))
