@@ -162,16 +162,40 @@ end
 return out
 """
 
-SETTLE = _COMMON + _ONE_REQUEST + r"""
--- Tokens per minute are charged the difference between the actual and the admitted tokens
--- (credited back when negative); budgets record the actual spend; leases are released.
--- Codes in lower case renew a lease / reservation instead (for long streams).
-local actual_tokens, actual_cost = argv[4] + 0, argv[5] + 0
-local now, tats, written = nil, nil, {}
+# What both settle scripts share: the clock, and a budget check's settlement.
+_SETTLING = r"""
+local now
 local function clock()  -- TIME only when a check needs it
   if not now then local t = call('TIME'); now = t[1] * 1000000 + t[2] end
   return now
 end
+-- A budget check: Bt / Bc record the spend and give the reservation back (only the spend when the
+-- reservation lapsed: it was given back already); bt / bc renew the reservation (long streams).
+local function settle_budget(code, key, rkey, rid, spent, key_ttl, reservation_us)
+  if code == 'Bt' or code == 'Bc' then
+    local field = 'r:' .. rid
+    local h = call('HMGET', key, field, 'reserved', 'used')
+    if h[1] then
+      call('HSET', key, 'reserved', int((tonumber(h[2]) or 0) - tonumber(h[1])),
+           'used', int((tonumber(h[3]) or 0) + spent))
+      call('HDEL', key, field)
+      call('ZREM', rkey, rid)
+    else
+      call('HINCRBY', key, 'used', spent)
+      if not h[2] and not h[3] then call('EXPIRE', key, key_ttl) end
+    end
+  else
+    call('ZADD', rkey, 'XX', int(clock() + tonumber(reservation_us)), rid)
+  end
+end
+"""
+
+SETTLE = _COMMON + _ONE_REQUEST + _SETTLING + r"""
+-- Tokens per minute are charged the difference between the actual and the admitted tokens
+-- (credited back when negative); budgets record the actual spend; leases are released.
+-- Codes in lower case renew a lease / reservation instead (for long streams).
+local actual_tokens, actual_cost = argv[4] + 0, argv[5] + 0
+local tats, written = nil, {}
 local rk, ok, ai = 0, nr, 8
 for i = 1, n do
   local code = argv[ai]
@@ -207,30 +231,16 @@ for i = 1, n do
     end
     ai = ai + 3
   else
-    local key, rkey = keys[ok + 1], keys[ok + 2]
+    settle_budget(code, keys[ok + 1], keys[ok + 2], rid, code == 'Bc' and actual_cost or actual_tokens,
+                  argv[ai + 3], argv[ai + 2])
     ok = ok + 2
-    if code == 'Bt' or code == 'Bc' then
-      local spent, field = code == 'Bc' and actual_cost or actual_tokens, 'r:' .. rid
-      local h = call('HMGET', key, field, 'reserved', 'used')
-      if h[1] then
-        call('HSET', key, 'reserved', int((tonumber(h[2]) or 0) - tonumber(h[1])),
-             'used', int((tonumber(h[3]) or 0) + spent))
-        call('HDEL', key, field)
-        call('ZREM', rkey, rid)
-      else  -- the reservation lapsed: then only the spend is recorded
-        call('HINCRBY', key, 'used', spent)
-        if not h[2] and not h[3] then call('EXPIRE', key, argv[ai + 3]) end
-      end
-    else
-      call('ZADD', rkey, 'XX', int(clock() + tonumber(argv[ai + 2])), rid)
-    end
     ai = ai + 4
   end
 end
 return 1
 """
 
-SETTLE_TOGETHER = _COMMON + r"""
+SETTLE_TOGETHER = _COMMON + _SETTLING + r"""
 -- ARGV holds several settlements in a row, each laid out as SETTLE's; KEYS their keys in the
 -- same order. They are applied in order, as if each were its own call at the same Redis time:
 -- a rate key's time and a lease set's releases are written once, at the end (the gateway sends
@@ -238,11 +248,7 @@ SETTLE_TOGETHER = _COMMON + r"""
 -- Tokens per minute are charged the difference between the actual and the admitted tokens
 -- (credited back when negative); budgets record the actual spend; leases are released.
 -- Codes in lower case renew a lease / reservation instead (for long streams).
-local now, stored, tats, written, released, freed = nil, {}, {}, {}, {}, {}
-local function clock()  -- TIME only when a check needs it
-  if not now then local t = call('TIME'); now = t[1] * 1000000 + t[2] end
-  return now
-end
+local stored, tats, written, released, freed = {}, {}, {}, {}, {}
 local ai, ko = 1, 0
 while argv[ai] do
   local rid, tokens = argv[ai], argv[ai + 1] + 0
@@ -287,23 +293,9 @@ while argv[ai] do
       end
       ai = ai + 3
     else
-      local key, rkey = keys[ok + 1], keys[ok + 2]
+      settle_budget(code, keys[ok + 1], keys[ok + 2], rid, code == 'Bc' and actual_cost or actual_tokens,
+                    argv[ai + 3], argv[ai + 2])
       ok = ok + 2
-      if code == 'Bt' or code == 'Bc' then
-        local spent, field = code == 'Bc' and actual_cost or actual_tokens, 'r:' .. rid
-        local h = call('HMGET', key, field, 'reserved', 'used')
-        if h[1] then
-          call('HSET', key, 'reserved', int((tonumber(h[2]) or 0) - tonumber(h[1])),
-               'used', int((tonumber(h[3]) or 0) + spent))
-          call('HDEL', key, field)
-          call('ZREM', rkey, rid)
-        else  -- the reservation lapsed: then only the spend is recorded
-          call('HINCRBY', key, 'used', spent)
-          if not h[2] and not h[3] then call('EXPIRE', key, argv[ai + 3]) end
-        end
-      else
-        call('ZADD', rkey, 'XX', int(clock() + tonumber(argv[ai + 2])), rid)
-      end
       ai = ai + 4
     end
   end

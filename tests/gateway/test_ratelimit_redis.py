@@ -92,6 +92,26 @@ def test_extend_keeps_a_long_stream_slot(prefix):
     assert not run(scenario, prefix, lease_seconds=0.3).allowed
 
 
+def test_extend_keeps_a_long_stream_budget_reservation(prefix):
+    async def scenario(limiter):
+        subjects = tenant(monthly_tokens=1500)  # room for one worst case of 1,000 tokens, not two
+        held = await limiter.admit(admission(subjects, prompt=500, max_tokens=500))
+        for _ in range(3):  # 0.45 s: past the 0.3 s reservation, which a renewal must keep alive
+            await asyncio.sleep(0.15)
+            assert await limiter.extend(held.reservation)
+        return await limiter.admit(admission(subjects, prompt=500, max_tokens=500))
+    assert not run(scenario, prefix, reservation_seconds=0.3).allowed
+
+
+def test_a_budget_reservation_not_renewed_lapses(prefix):
+    async def scenario(limiter):
+        subjects = tenant(monthly_tokens=1500)
+        await limiter.admit(admission(subjects, prompt=500, max_tokens=500))
+        await asyncio.sleep(0.45)  # a gateway that died mid-stream: its reservation is given back
+        return await limiter.admit(admission(subjects, prompt=500, max_tokens=500))
+    assert run(scenario, prefix, reservation_seconds=0.3).allowed
+
+
 def test_settle_returns_the_unused_reservation_and_charges_the_actual(prefix):
     async def scenario(limiter):
         subjects = tenant(monthly_tokens=2000, monthly_cost_micros=3000)
