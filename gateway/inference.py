@@ -53,12 +53,15 @@ class InferenceHandler:
 
     def __init__(self, state):
         self.state = state
+        # The loop this handler serves on (built at start-up, inside it): asyncio.current_task()
+        # without it looks the running loop up, and that checks os.getpid() — a system call.
+        self._loop = asyncio.get_running_loop()
 
     async def handle(self, scope: dict, receive, send, kind: str) -> None:
         rid, ids = request_ids(scope)
         record = RequestRecord(rid, kind)
         client = ClientStream(send, ids)
-        watcher = DisconnectWatcher(scope, receive, client, record)
+        watcher = DisconnectWatcher(scope, receive, client, record, self._loop)
         try:
             call = await self._prepare(scope, receive, record)
             watcher.arm()
@@ -335,20 +338,20 @@ class DisconnectWatcher:
     server keeps the disconnect message), so its request is cancelled at most that much later.
     """
 
-    __slots__ = ("_receive", "_client", "_record", "_timer", "_task", "_request", "_register")
+    __slots__ = ("_receive", "_client", "_record", "_loop", "_timer", "_task", "_request", "_register")
 
-    def __init__(self, scope: dict, receive, client: ClientStream, record: RequestRecord):
-        self._receive, self._client, self._record = receive, client, record
+    def __init__(self, scope: dict, receive, client: ClientStream, record: RequestRecord, loop):
+        self._receive, self._client, self._record, self._loop = receive, client, record, loop
         self._timer = self._task = self._request = None
         extensions = scope.get("extensions")
         self._register = extensions.get(DISCONNECT_EXTENSION) if extensions else None
 
     def arm(self) -> None:
-        self._request = asyncio.current_task()
+        self._request = asyncio.current_task(self._loop)
         if self._register is not None:
             self._register(self._gone)
         else:
-            self._timer = asyncio.get_running_loop().call_later(WATCH_AFTER_SECONDS, self._start)
+            self._timer = self._loop.call_later(WATCH_AFTER_SECONDS, self._start)
 
     def disarm(self) -> None:
         if self._register is not None:

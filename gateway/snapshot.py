@@ -89,6 +89,7 @@ class Pool:
 
 
 _UNSET = object()
+MAX_MEMO_ENTRIES = 10_000  # per memo of a snapshot; cleared when full
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,7 @@ class Snapshot:
     default_user_rpm: int = 120
     loaded_at: float = field(default=0.0, compare=False)
     _pools_memo: dict = field(default_factory=dict, compare=False, repr=False)
+    _allowed_memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     def policies_for(self, key: KeyInfo) -> tuple[Limits, ...]:
         """Every level that governs this key's requests; each is enforced on its own."""
@@ -123,9 +125,20 @@ class Snapshot:
         return any(level.monthly_token_budget is not None for level in self.policies_for(key))
 
     def model_allowed(self, key: KeyInfo, model: str) -> bool:
-        """True unless some applicable level has an allow-list without this model."""
-        return all(level.allowed_models is None or model in level.allowed_models
-                   for level in self.policies_for(key))
+        """True unless some applicable level has an allow-list without this model.
+
+        Remembered per (key, model) for this snapshot's life (its policies never change), for
+        models the snapshot serves, so made-up names cannot grow the memo."""
+        memo_key = (key.id, key.tenant_id, key.user_id, model)
+        allowed = self._allowed_memo.get(memo_key)
+        if allowed is None:
+            allowed = all(level.allowed_models is None or model in level.allowed_models
+                          for level in self.policies_for(key))
+            if model in self.pools:
+                if len(self._allowed_memo) >= MAX_MEMO_ENTRIES:
+                    self._allowed_memo.clear()
+                self._allowed_memo[memo_key] = allowed
+        return allowed
 
     def pools_for(self, tenant_id: int | None, model: str) -> tuple[Pool, ...] | None:
         """The tenant's dedicated pools of a model, else the shared ones; None if it has neither.
