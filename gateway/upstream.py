@@ -307,11 +307,7 @@ class UpstreamClient:
                       timeout: float | None = None) -> UpstreamResponse:
         if self.closed:
             raise UpstreamError("the gateway is shutting down")
-        if timeout is None:
-            deadline = None
-        else:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout
+        deadline = None
         pool, start = self._route(method, url)
         parts = [start]
         for name, value in headers:
@@ -325,6 +321,11 @@ class UpstreamClient:
         for attempt in (1, 2):
             conn = pool.take_idle()
             reused = conn is not None
+            # An idle connection knows its loop: asyncio.get_running_loop() checks os.getpid(), a
+            # system call, on every request.
+            loop = conn.loop if reused else asyncio.get_running_loop()
+            if timeout is not None and deadline is None:
+                deadline = loop.time() + timeout
             if conn is None:
                 conn = await (pool.connect() if deadline is None else
                               asyncio.wait_for(pool.connect(), max(0.0, deadline - loop.time())))
