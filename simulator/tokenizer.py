@@ -9,9 +9,10 @@ textual prefix share exactly ``len(prefix) // 4`` leading tokens.
 from __future__ import annotations
 
 import re
+import sys
 from itertools import chain
 from math import trunc
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 CHARS_PER_TOKEN = 4
 
@@ -114,9 +115,12 @@ _HIGH_SCALE = _TOKEN_SCALE / (1 << 11)
 
 def _sample_batches(seed: int, eos_probability: float) -> Iterator[list[str]]:
     """Lists of SAMPLE_BATCH consecutive draws (see ``sample_tokens``)."""
-    if eos_probability <= 0:
-        return _token_batches(TokenSampler(seed).state)
-    return _eos_batches(seed, eos_probability)
+    state = (seed * 0x9E3779B97F4A7C15 + 1) & _MASK  # TokenSampler(seed).state
+    if eos_probability > 0:
+        return _eos_batches(state, eos_probability)
+    if sys.byteorder == "little":
+        return _packed_token_batches(state)
+    return _token_batches(state)
 
 
 def _token_batches(state: int) -> Iterator[list[str]]:
@@ -128,9 +132,54 @@ def _token_batches(state: int) -> Iterator[list[str]]:
         state = (a_last * state + c_last) & mask
 
 
-def _eos_batches(seed: int, eos_probability: float) -> Iterator[list[str]]:
+def _token_index(state: int) -> int:
+    """VOCAB index of the draw whose LCG state is ``state`` (``TokenSampler.next_token``'s formula)."""
+    return trunc((state >> 11) * _TOKEN_SCALE)
+
+
+def _top16_table() -> list[Optional[str]]:
+    """Token for each value of a state's top 16 bits, None where the low bits can still change it.
+
+    The formula is monotonic in the state (an exact int to float conversion, one correctly
+    rounded product, trunc), so a 16-bit bucket whose lowest and highest states give the same
+    index gives it for every state in between.  Only ~0.5 % of buckets hold a boundary.
+    """
+    low_bits = (1 << 48) - 1
+    table = []
+    for top in range(1 << 16):
+        first, last = _token_index(top << 48), _token_index((top << 48) | low_bits)
+        table.append(VOCAB[first] if first == last else None)
+    return table  # a list: list.__getitem__ is a cheaper callable for map() than tuple's
+
+
+_TOP16 = _top16_table()
+# The SAMPLE_BATCH draws of a batch as one integer multiply: 128-bit lane j of
+# _PACKED_A * state + _PACKED_C is a_j * state + c_j (which never carries out of
+# its lane: (2**64 - 1)**2 + 2**64 - 1 < 2**128); the low 64 bits of a lane are the
+# draw's state, whose top 16 bits are the lane's 16-bit word number 3 (little-endian).
+_LANE_BYTES = 16
+_PACKED_A = sum(a << (128 * j) for j, (a, _) in enumerate(_JUMPS))
+_PACKED_C = sum(c << (128 * j) for j, (_, c) in enumerate(_JUMPS))
+_LAST_STATE = slice(_LANE_BYTES * (SAMPLE_BATCH - 1), _LANE_BYTES * (SAMPLE_BATCH - 1) + 8)
+
+
+def _packed_token_batches(state: int) -> Iterator[list[str]]:
+    """``_token_batches``' draws from one multiply and a table lookup per token (little-endian only)."""
+    packed_a, packed_c, size, top16, last = _PACKED_A, _PACKED_C, _LANE_BYTES * SAMPLE_BATCH, _TOP16, _LAST_STATE
+    lookup, from_bytes = top16.__getitem__, int.from_bytes
+    while True:
+        lanes = (packed_a * state + packed_c).to_bytes(size, "little")
+        batch = list(map(lookup, memoryview(lanes).cast("H")[3::8]))
+        if None in batch:  # a draw close to a token boundary: the formula decides
+            batch = [token if token is not None else
+                     VOCAB[_token_index(from_bytes(lanes[_LANE_BYTES * j:_LANE_BYTES * j + 8], "little"))]
+                     for j, token in enumerate(batch)]
+        yield batch
+        state = from_bytes(lanes[last], "little")
+
+
+def _eos_batches(state: int, eos_probability: float) -> Iterator[list[str]]:
     """Draws with an EOS check before each token (a variable number of states each)."""
-    state = TokenSampler(seed).state
     # Constants as locals for the tight loop; trunc() of a non-negative float
     # is int() of it, minus int()'s type-call overhead.
     mul, inc, mask, unit, scale, vocab, to_int = _MUL, _INC, _MASK, _UNIT, _TOKEN_SCALE, VOCAB, trunc

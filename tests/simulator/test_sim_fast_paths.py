@@ -9,7 +9,8 @@ import random
 import pytest
 
 from simulator import protocol
-from simulator.tokenizer import SAMPLE_BATCH, TokenSampler, sample_tokens, tokenize
+from simulator import tokenizer
+from simulator.tokenizer import SAMPLE_BATCH, VOCAB, TokenSampler, sample_tokens, tokenize
 
 
 def reference_tokens(seed: int, eos_probability: float, n: int) -> list[str]:
@@ -37,6 +38,56 @@ def test_jumped_draws_match_stepping_for_many_seeds():
     for seed in seeds:
         drawn = list(itertools.islice(sample_tokens(seed), 2 * SAMPLE_BATCH + 3))
         assert drawn == reference_tokens(seed, 0.0, 2 * SAMPLE_BATCH + 3), seed
+
+
+def first_state_of_token(index: int) -> int:
+    """Smallest LCG state whose draw is VOCAB[index] or later (the formula is monotonic)."""
+    low, high = 0, 1 << 64
+    while low < high:
+        mid = (low + high) // 2
+        if tokenizer._token_index(mid) >= index:
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def test_top16_table_agrees_with_the_formula_on_both_sides_of_every_token_boundary():
+    low_bits = (1 << 48) - 1
+    ambiguous = set()
+    for index in range(1, len(VOCAB)):
+        boundary = first_state_of_token(index)
+        bucket = boundary >> 48
+        if boundary & low_bits:  # the boundary cuts this bucket: the table must not decide it
+            ambiguous.add(bucket)
+            assert tokenizer._TOP16[bucket] is None
+        before, after = (bucket - 1) << 48 | low_bits, (bucket + 1) << 48
+        assert tokenizer._TOP16[before >> 48] in (None, VOCAB[tokenizer._token_index(before)])
+        assert tokenizer._TOP16[after >> 48] in (None, VOCAB[tokenizer._token_index(after)])
+    # Every other bucket holds one token throughout: its first state's.
+    assert [bucket for bucket, token in enumerate(tokenizer._TOP16) if token is None] == sorted(ambiguous)
+    assert all(token == VOCAB[tokenizer._token_index(bucket << 48)]
+               for bucket, token in enumerate(tokenizer._TOP16) if token is not None)
+
+
+def test_many_seed_check_includes_draws_the_table_leaves_to_the_formula():
+    """The seeds of test_jumped_draws_match_stepping_for_many_seeds exercise the fallback."""
+    rng = random.Random(20261130)
+    near_boundary = 0
+    for seed in [rng.getrandbits(64) for _ in range(400)]:
+        sampler = TokenSampler(seed)
+        for _ in range(2 * SAMPLE_BATCH + 3):
+            sampler.next_token()
+            near_boundary += tokenizer._TOP16[sampler.state >> 48] is None
+    assert near_boundary > 10
+
+
+def test_portable_batches_match_stepping():
+    """The path for big-endian machines (no packed multiply) draws the same tokens."""
+    for seed in (0, 1, 12345, 2**64 - 1):
+        batches = tokenizer._token_batches(TokenSampler(seed).state)
+        drawn = list(itertools.islice(itertools.chain.from_iterable(batches), 2 * SAMPLE_BATCH + 3))
+        assert drawn == reference_tokens(seed, 0.0, 2 * SAMPLE_BATCH + 3)
 
 
 @pytest.mark.parametrize("text", ["", "abc", "abcd", "def f(n):\n    return n\n", "é😀\n\r\x00 \u2028x" * 3])
