@@ -8,6 +8,7 @@ import itertools
 import os
 import secrets
 import time
+from functools import partial
 from typing import Awaitable, Callable, Iterator, Optional
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -69,22 +70,17 @@ DISCONNECT_WATCH_DELAY = 0.01
 
 
 class DisconnectWatch:
-    """Aborts a request when its client disconnects.
+    """Aborts a request when its client disconnects, under ASGI servers other than the gateway's.
 
-    Under the gateway's HTTP server (gateway/server/) the server calls back on a disconnect
-    (`switchyard.disconnect`): no timer, no task. Under other ASGI servers a task watches
-    receive(), started DISCONNECT_WATCH_DELAY after the request began."""
+    (The gateway's HTTP server, gateway/server/, calls back on a disconnect instead:
+    `switchyard.disconnect`, see SimulatorApp._generate.) A task watches receive(),
+    started DISCONNECT_WATCH_DELAY after the request began."""
 
-    __slots__ = ("engine", "receive", "req", "timer", "task", "register")
+    __slots__ = ("engine", "receive", "req", "timer", "task")
 
-    def __init__(self, engine: Engine, receive: Receive, req: Request, scope: dict) -> None:
-        self.engine, self.receive, self.req, self.task, self.timer = engine, receive, req, None, None
-        extensions = scope.get("extensions")
-        self.register = extensions.get(DISCONNECT_EXTENSION) if extensions else None
-        if self.register is not None:
-            self.register(self._gone)
-        else:
-            self.timer = asyncio.get_running_loop().call_later(DISCONNECT_WATCH_DELAY, self._start)
+    def __init__(self, engine: Engine, receive: Receive, req: Request) -> None:
+        self.engine, self.receive, self.req, self.task = engine, receive, req, None
+        self.timer = asyncio.get_running_loop().call_later(DISCONNECT_WATCH_DELAY, self._start)
 
     def _gone(self) -> None:
         self.engine.abort(self.req)
@@ -103,9 +99,6 @@ class DisconnectWatch:
 
     def stop(self, answered: bool) -> None:
         """The handler is done: never start watching; cancel a watch unless it ends by itself."""
-        if self.register is not None:
-            self.register(None)
-            return
         self.timer.cancel()
         # Once the response is complete, the server's receive() answers
         # http.disconnect (ASGI spec), so the watcher ends by itself; that
@@ -217,34 +210,44 @@ class SimulatorApp:
             return await send_bytes(send, exc.status, protocol.error_body(exc.message, exc.status))
         rid = ("chatcmpl-" if chat else "cmpl-") + self._next_id()
         req = self._make_request(params, rid)
-        self.engine.add_request(req)
-        watch = DisconnectWatch(self.engine, receive, req, scope)
+        engine = self.engine
+        engine.add_request(req)
+        # Under the gateway's HTTP server the server calls back on a disconnect; there is no
+        # DisconnectWatch object then, only the engine's abort bound to this request.
+        extensions = scope.get("extensions")
+        register = extensions.get(DISCONNECT_EXTENSION) if extensions else None
+        if register is not None:
+            register(partial(engine.abort, req))
+        else:
+            watch = DisconnectWatch(engine, receive, req)
         answered = False
         try:
             if params.stream:
                 answered = await self._stream(send, req, params)
-            else:
-                answered = await self._respond(send, req, params)
+            else:  # inline, not a coroutine of its own: wait, then send one JSON body
+                reason = await req.done
+                if reason != "abort":
+                    await send_bytes(send, 200, self._response_body(req, params, reason))
+                    answered = True
         except OSError:
             pass  # client went away while we were writing
         finally:
-            watch.stop(answered)
-            self.engine.abort(req)  # no-op unless we are bailing out early
+            if register is not None:
+                register(None)
+            else:
+                watch.stop(answered)
+            if not answered:  # an answered request has finished: abort would do nothing
+                engine.abort(req)
 
     def _usage(self, req: Request) -> dict:
         """Usage object for a finished (or finishing) request."""
         return protocol.usage(req.num_prompt_tokens, req.num_output_tokens, req.num_cached_tokens or 0)
 
-    async def _respond(self, send: Send, req: Request, params: protocol.GenerationParams) -> bool:
-        """Non-streaming: wait for completion, send one JSON body; False if aborted instead."""
-        reason = await req.done
-        if reason == "abort":
-            return False
+    def _response_body(self, req: Request, params: protocol.GenerationParams, reason: str) -> bytes:
+        """Non-streaming JSON body of a finished request."""
         build = protocol.chat_response if params.chat else protocol.completion_response
-        body = build(req.request_id, int(time.time()), self.config.served_model_name,
+        return build(req.request_id, int(time.time()), self.config.served_model_name,
                      req.text(), reason, self._usage(req))
-        await send_bytes(send, 200, body)
-        return True
 
     async def _stream(self, send: Send, req: Request, params: protocol.GenerationParams) -> bool:
         """Streaming: one SSE chunk per token, as the engine produces them; False if aborted."""

@@ -65,3 +65,36 @@ def test_non_streaming_request_is_aborted_when_its_client_disconnects():
     sent, finished = asyncio.run(scenario())
     assert sent == []
     assert finished["abort"] == 1 and finished["length"] == 0
+
+
+def test_request_is_aborted_when_the_gateway_server_reports_its_client_gone():
+    """Under gateway/server the disconnect arrives as a callback (switchyard.disconnect), not via receive()."""
+    from gateway.server.wire import DISCONNECT_EXTENSION
+
+    async def scenario() -> tuple[list, list, dict]:
+        app = build_app(SimulatorConfig(served_model_name=MODEL, decode_ms_per_token=50,
+                                        prefill_ms_per_token=0))
+        body = b'{"prompt": "hello there", "max_tokens": 1000}'
+        registered: list = []
+
+        async def receive() -> dict:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        sent: list = []
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "path": "/v1/completions", "method": "POST",
+                 "extensions": {DISCONNECT_EXTENSION: registered.append}}
+        handler = asyncio.create_task(app(scope, receive, send))
+        await asyncio.sleep(0.05)
+        registered[0]()  # the server saw the connection close mid-generation
+        await asyncio.wait_for(handler, 5)
+        await app.engine.stop()
+        return sent, registered, dict(app.engine.stats.finished)
+
+    sent, registered, finished = asyncio.run(scenario())
+    assert sent == []
+    assert finished["abort"] == 1 and finished["length"] == 0
+    assert registered[-1] is None  # the handler withdrew its callback when it ended
