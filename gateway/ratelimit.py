@@ -22,7 +22,8 @@ from redis.exceptions import NoScriptError, RedisError
 from gateway.ratelimit_plan import (  # noqa: F401 (the limiter's vocabulary, re-exported for callers and tests)
     BUDGET_KINDS, HEADER_NAMES, MICROS, RATE_KINDS, SCRIPT_KIND, Check, LimitKind, Plan, SubjectKind,
     _packed_together, _settled)
-from gateway.ratelimit_scripts import ADMIT, SETTLE, SETTLE_TOGETHER  # noqa: F401 (re-exported for tests)
+from gateway.ratelimit_scripts import (  # noqa: F401 (re-exported for tests)
+    ADMIT, ADMIT_TOGETHER, SETTLE, SETTLE_TOGETHER)
 
 
 class FailurePolicy(StrEnum):
@@ -77,6 +78,7 @@ class Admission:
 PLAN_SECONDS = 60.0  # budget keys' TTLs may be this much too long: they live a week past the month anyway
 MAX_PLANS = 10_000
 MAX_SETTLES_TOGETHER = 200  # per script call (its KEYS and ARGV stay well within Lua's stack)
+MAX_ADMISSIONS_TOGETHER = 200
 
 
 @dataclass(slots=True)
@@ -167,6 +169,9 @@ class RateLimiter:
         self._send_quiet = getattr(client, "send_quiet", None)
         self._send_quiet_later = getattr(client, "send_quiet_later", None)
         self._queued: list | None = None  # the settlements of the settle call still open (`settle_soon`)
+        self._send_later = getattr(client, "send_later", None)
+        self._expire_at = getattr(client, "expire_at", None)
+        self._admitting: tuple | None = None  # ([(plan, request id, numbers)], [future]) of the open admit call
 
     async def admit(self, admission: Admission) -> Decision:
         """Check and count every limit of every subject atomically: all or nothing."""
@@ -178,10 +183,70 @@ class RateLimiter:
             return Decision(Outcome.LIMITED, _refusal(plan.impossible))
         numbers = (admission.worst_case_tokens, admission.max_cost_micros, 0, 0)
         try:
-            result = await self._run(ADMIT, plan, admission.request_id, numbers)
+            if self._send_later is not None and ADMIT_TOGETHER in self._sha:
+                deadline = asyncio.get_running_loop().time() + self._config.timeout_seconds
+                try:
+                    result = await self._admit_soon(plan, admission.request_id, numbers, deadline)
+                except NoScriptError:  # Redis restarted or SCRIPT FLUSH: this one on its own, loaded again
+                    result = await self._run(ADMIT, plan, admission.request_id, numbers, deadline)
+            else:
+                result = await self._run(ADMIT, plan, admission.request_id, numbers)
         except (RedisError, OSError, TimeoutError):
             return self._unavailable(plan.checks)
         return self._decision(admission, plan, result, now)
+
+    def _admit_soon(self, plan: Plan, request_id: str, numbers: tuple, deadline: float) -> asyncio.Future:
+        """The future of this admission's answer, from the admit call this event-loop iteration sends.
+
+        Like the settles (`settle_soon`), the admissions of one iteration leave as one script call:
+        the first takes its place in the connection's order, those after it join it until it is
+        written (or until a settle is queued: a settle queued before an admission runs before it).
+        Several go to ADMIT_TOGETHER, which decides them in order as one ADMIT call each would;
+        a lone one to ADMIT. Each keeps its own deadline.
+        """
+        future = asyncio.get_running_loop().create_future()
+        batch = self._admitting
+        if batch is None:
+            batch = self._admitting = ([(plan, request_id, numbers)], [future])
+            self._send_later(functools.partial(self._packed_admissions, (self._sha[ADMIT], self._sha[ADMIT_TOGETHER]),
+                                               batch), functools.partial(self._admitted, batch))
+        else:
+            batch[0].append((plan, request_id, numbers))
+            batch[1].append(future)
+            if len(batch[1]) >= MAX_ADMISSIONS_TOGETHER:
+                self._admitting = None
+        if not future.done():
+            self._expire_at(future, deadline)
+        return future
+
+    def _packed_admissions(self, shas: tuple[str, str], batch: tuple) -> bytes:
+        if self._admitting is batch:  # written now: later admissions start another call
+            self._admitting = None
+        admissions = batch[0]
+        if len(admissions) == 1:
+            plan, request_id, numbers = admissions[0]
+            return plan.packed(shas[0], request_id, numbers)
+        return _packed_together(shas[1], admissions)
+
+    def _admitted(self, batch: tuple, reply) -> None:
+        """Each admission's future gets its 9 integers, or the call's error."""
+        if self._admitting is batch:  # never written (Redis unreachable): later admissions start anew
+            self._admitting = None
+        futures = batch[1]
+        if isinstance(reply, Exception):
+            if isinstance(reply, NoScriptError):  # each admission sends itself again (`admit`)
+                self._sha.pop(ADMIT, None)
+                self._sha.pop(ADMIT_TOGETHER, None)
+            for future in futures:
+                if not future.done():
+                    future.set_exception(reply)
+        elif len(futures) == 1:
+            if not futures[0].done():
+                futures[0].set_result(reply)
+        else:
+            for at, future in enumerate(futures):
+                if not future.done():
+                    future.set_result(reply[9 * at:9 * at + 9])
 
     async def settle(self, reservation: Reservation, actual_tokens: int,
                      actual_cost_micros: int = 0) -> bool:
@@ -211,12 +276,13 @@ class RateLimiter:
         if not settlement[0].checks:
             return
         queued = self._queued
-        if queued is not None:
+        if queued is not None:  # joins a settle call queued before any admission still open
             queued.append(settlement)
             if len(queued) >= MAX_SETTLES_TOGETHER:
                 self._queued = None
             return
         shas, send = (self._sha.get(SETTLE), self._sha.get(SETTLE_TOGETHER)), self._send_quiet_later
+        self._admitting = None  # admissions after this settle go after it
         if None in shas or send is None:  # first use, or a redis-py client: settle in a task
             self._in_background(self._quietly(*settlement))
             return
@@ -259,6 +325,7 @@ class RateLimiter:
 
     async def _quietly(self, plan: Plan, request_id: str, numbers: tuple) -> bool:
         # A lost settle is bounded by design: leases and reservations lapse on their own.
+        self._admitting = None  # admissions after this settle go after it
         try:
             await self._run(SETTLE, plan, request_id, numbers)
         except (RedisError, OSError, TimeoutError):
@@ -310,9 +377,11 @@ class RateLimiter:
                                     slots[kind], budget_ttl if kind in BUDGET_KINDS else 0))
         return checks
 
-    async def _run(self, script: str, plan: Plan, request_id: str, numbers: tuple) -> list:
+    async def _run(self, script: str, plan: Plan, request_id: str, numbers: tuple,
+                   deadline: float | None = None) -> list:
         sha, send = self._sha.get(script), self._send_packed
-        deadline = asyncio.get_running_loop().time() + self._config.timeout_seconds
+        if deadline is None:
+            deadline = asyncio.get_running_loop().time() + self._config.timeout_seconds
         if sha is not None and send is not None:  # the usual case: one command, the client keeps the deadline
             try:
                 return await send(plan.packed(sha, request_id, numbers), deadline)
@@ -333,8 +402,9 @@ class RateLimiter:
         return self._client.evalsha(sha, len(plan.keys), *plan.keys, *plan.argv(request_id, numbers))
 
     async def _load(self, script: str) -> str:
-        # Both scripts at once: `settle_soon` can then send without a round trip of its own.
-        scripts = [script, *(s for s in (ADMIT, SETTLE, SETTLE_TOGETHER) if s != script and s not in self._sha)]
+        # Every script at once: `settle_soon` and `_admit_soon` then send without a round trip of their own.
+        everything = (ADMIT, ADMIT_TOGETHER, SETTLE, SETTLE_TOGETHER)
+        scripts = [script, *(s for s in everything if s != script and s not in self._sha)]
         for text, sha in zip(scripts, await asyncio.gather(*(self._client.script_load(s) for s in scripts))):
             self._sha[text] = sha
         return self._sha[script]

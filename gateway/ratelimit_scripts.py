@@ -11,8 +11,10 @@ amount it charges — `1` (one request), `t` (the tokens), `c` (the cost):
 KEYS: the rate checks' keys first, in check order (one MGET reads them all), then the other
 checks' keys in check order. SETTLE_TOGETHER applies several settlements in one call: their
 SETTLE ARGV one after the other, their KEYS likewise (`settle_soon` sends an event-loop
-iteration's settles together; a lone one goes to SETTLE, which costs Redis less for one). A check's values depend only on the subject's limits, so the gateway
-encodes them once per subject set.
+iteration's settles together; a lone one goes to SETTLE, which costs Redis less for one).
+ADMIT_TOGETHER likewise decides several admissions in order, as one ADMIT call each would, and
+answers each one's 9 integers one after the other. A check's values depend only on the
+subject's limits, so the gateway encodes them once per subject set.
 
 Redis CPU is the budget here (every request runs both scripts), hence: one call per key where
 one will do (MGET, HMGET, HSET of several fields), expiries set only when a key is created
@@ -92,7 +94,7 @@ for i = 1, n do
     local lapsed = call('ZRANGEBYSCORE', rkey, '-inf', now)
     if #lapsed > 0 then  -- a lost settle: give the reservation back (rare: one call per id is fine)
       for _, id in ipairs(lapsed) do
-        call('HINCRBY', key, 'reserved', -tonumber(call('HGET', key, 'r:' .. id) or 0))
+        call('HINCRBY', key, 'reserved', int(-(tonumber(call('HGET', key, 'r:' .. id)) or 0)))
         call('HDEL', key, 'r:' .. id)
       end
       call('ZREMRANGEBYSCORE', rkey, '-inf', now)
@@ -311,4 +313,142 @@ for _, key in ipairs(written) do
 end
 for _, key in ipairs(freed) do call('ZREM', key, unpack(released[key])) end
 return 1
+"""
+
+ADMIT_TOGETHER = _COMMON + r"""
+-- ARGV holds several admissions in a row, each laid out as ADMIT's; KEYS their keys in the same
+-- order. They are decided in order, as if each were its own ADMIT call at the same Redis time:
+-- one sees what those before it counted (a refused one counts nothing). A rate key is read once
+-- and written once, at the end; a lease set is counted once and its expiry set once, at the end;
+-- budgets run as in ADMIT. The answer: each admission's 9 integers, one after the other.
+local t = call('TIME')
+local now = t[1] * 1000000 + t[2]
+local stored, tats, written = {}, {}, {}  -- rate keys: time read, time now, keys to write
+local held, leased, lease_ms = {}, {}, {}  -- lease sets: members now, sets to expire, their TTL
+local answer = {}
+local ai, ko = 1, 0
+while argv[ai] do
+  local rid, tokens, cost = argv[ai], argv[ai + 1] + 0, argv[ai + 2] + 0
+  local n, nr = argv[ai + 5] + 0, argv[ai + 6] + 0
+  local first = ai + 7
+  local missing = nil  -- this admission's rate keys not read yet: one MGET
+  for j = ko + 1, ko + nr do
+    if stored[keys[j]] == nil then missing = true end
+  end
+  if missing then
+    local got = call('MGET', unpack(keys, ko + 1, ko + nr))
+    for j = 1, nr do
+      local key = keys[ko + j]
+      if stored[key] == nil then stored[key] = got[j] and got[j] + 0 or false; tats[key] = stored[key] end
+    end
+  end
+  local rate, reserved, fresh = {}, {}, {}
+  local refused, retry = 0, 0
+  local rk, ok = 0, ko + nr
+  ai = first
+  for i = 1, n do
+    local code, limit, param = argv[ai], argv[ai + 1] + 0, argv[ai + 2] + 0
+    local wait = nil
+    if code == 'R1' or code == 'Rt' then
+      rk = rk + 1
+      local raw = tats[keys[ko + rk]]
+      local tat = raw or now
+      if tat < now then tat = now end
+      local units = code == 'Rt' and tokens or 1
+      if units > limit then units = limit end
+      local tat_new = tat + units * param
+      local b = 6 * rk - 6
+      rate[b + 1], rate[b + 2], rate[b + 3], rate[b + 4], rate[b + 5], rate[b + 6] =
+        raw, tat_new, i, limit, param, code == 'R1' and 4 or 7
+      local over = tat_new - now - param * limit
+      if over > 0 then wait = over end
+      ai = ai + 3
+    elseif code == 'C1' then
+      ok = ok + 1
+      local key = keys[ok]
+      local count = held[key]
+      if count == nil then count = call('ZCARD', key); held[key] = count end
+      if count >= limit then
+        count = count - call('ZREMRANGEBYSCORE', key, '-inf', now)
+        held[key] = count
+      end
+      if count >= limit then wait = 1000000 end
+      ai = ai + 3
+    else
+      local key, rkey = keys[ok + 1], keys[ok + 2]
+      ok = ok + 2
+      local lapsed = call('ZRANGEBYSCORE', rkey, '-inf', now)
+      if #lapsed > 0 then
+        for _, id in ipairs(lapsed) do
+          call('HINCRBY', key, 'reserved', int(-(tonumber(call('HGET', key, 'r:' .. id)) or 0)))
+          call('HDEL', key, 'r:' .. id)
+        end
+        call('ZREMRANGEBYSCORE', rkey, '-inf', now)
+      end
+      local h = call('HMGET', key, 'used', 'reserved')
+      fresh[i] = not h[1] and not h[2]
+      reserved[i] = tonumber(h[2]) or 0
+      local free = limit - (tonumber(h[1]) or 0) - reserved[i]
+      if (code == 'Bc' and cost or tokens) > free then wait = -1 end
+      ai = ai + 4
+    end
+    if wait and (refused == 0 or (retry ~= -1 and (wait == -1 or wait > retry))) then
+      refused, retry = i, wait
+    end
+  end
+  local base = #answer
+  local out, share = {refused == 0 and 1 or 0, refused, retry, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0}
+  for b = 0, 6 * nr - 6, 6 do
+    local raw, i, limit, param, at = rate[b + 1], rate[b + 3], rate[b + 4], rate[b + 5], rate[b + 6]
+    local seen = rate[b + 2]
+    if refused ~= 0 then seen = raw and raw > now and raw or now end
+    local reset = seen - now
+    local left = floor((param * limit - reset) / param)
+    local s = left / limit
+    if out[at] == 0 or s < share[at] or (s == share[at] and left < out[at + 1]) then
+      share[at], out[at], out[at + 1], out[at + 2] = s, i, left, reset
+    end
+  end
+  for at = 4, 7, 3 do
+    if out[at + 1] < 0 then out[at + 1] = 0 end
+    out[at + 2] = math.ceil(out[at + 2] / 1000)
+  end
+  for j = 1, 9 do answer[base + j] = out[j] end
+  if refused == 0 then
+    local sums = {}
+    rk, ok, ai = 0, ko + nr, first
+    for i = 1, n do
+      local code = argv[ai]
+      if code == 'R1' or code == 'Rt' then
+        rk = rk + 1
+        local key = keys[ko + rk]
+        if not written[key] then written[key] = true; written[#written + 1] = key end
+        tats[key] = rate[6 * rk - 4]
+        ai = ai + 3
+      elseif code == 'C1' then
+        ok = ok + 1
+        local key, param = keys[ok], argv[ai + 2] + 0
+        held[key] = held[key] + call('ZADD', key, int(now + param), rid)
+        if not lease_ms[key] then leased[#leased + 1] = key end
+        lease_ms[key] = ms(param)
+        ai = ai + 3
+      else
+        local key, rkey = keys[ok + 1], keys[ok + 2]
+        ok = ok + 2
+        local amount = code == 'Bc' and cost or tokens
+        sums[key] = (sums[key] or reserved[i]) + amount
+        call('HSET', key, 'reserved', int(sums[key]), 'r:' .. rid, int(amount))
+        if fresh[i] then call('EXPIRE', key, argv[ai + 3]) end
+        local empty = call('ZCARD', rkey) == 0
+        call('ZADD', rkey, int(now + tonumber(argv[ai + 2])), rid)
+        if empty then call('EXPIRE', rkey, argv[ai + 3]) end
+        ai = ai + 4
+      end
+    end
+  end
+  ko = ok
+end
+for _, key in ipairs(written) do set_tat(key, tats[key], stored[key], now) end
+for _, key in ipairs(leased) do call('PEXPIRE', key, lease_ms[key]) end
+return answer
 """

@@ -110,6 +110,15 @@ def parse_reply(buf: bytearray, pos: int):
     raise RedisConnectionError(f"unexpected Redis reply type {chr(kind)!r}")
 
 
+class _Delivery:
+    """The waiter of a `send_later` command: told its reply or its failure."""
+
+    __slots__ = ("deliver",)
+
+    def __init__(self, deliver):
+        self.deliver = deliver
+
+
 class _Protocol(asyncio.Protocol):
     """Feeds replies to its owner while it is the owner's current connection (`live`)."""
 
@@ -202,10 +211,14 @@ class PipelinedRedis:
             return future
         self._queue(command, future)
         if deadline is not None:
-            self._deadlines.append((deadline, future))
-            if deadline < self._watch_at:
-                self._watch(deadline)
+            self.expire_at(future, deadline)
         return future
+
+    def expire_at(self, future: asyncio.Future, deadline: float) -> None:
+        """Fail `future` with TimeoutError at `deadline` (the event loop's clock) if still pending then."""
+        self._deadlines.append((deadline, future))
+        if deadline < self._watch_at:
+            self._watch(deadline)
 
     def send_quiet(self, command: bytes, on_error=None) -> None:
         """Queue a command whose reply nobody awaits (no future); `on_error(error)` hears of a failure.
@@ -231,6 +244,17 @@ class PipelinedRedis:
             return
         self._later = True
         self._queue(build, on_error)
+
+    def send_later(self, build, deliver) -> None:
+        """`send_quiet_later` whose every outcome goes to `deliver(reply)`: the reply, or the error.
+
+        For callers that answer several waiters from one command (admissions sent together).
+        """
+        if self._closed or time.monotonic() < self._down_until:
+            deliver(RedisConnectionError("Redis is unreachable"))
+            return
+        self._later = True
+        self._queue(build, _Delivery(deliver))
 
     def _queue(self, command: bytes, waiter) -> None:
         now = time.monotonic()
@@ -343,7 +367,9 @@ class PipelinedRedis:
         self._last_progress = time.monotonic()
         waiter = self._pending.popleft()
         if not isinstance(waiter, asyncio.Future):  # a quiet send: only an error is told, if anyone listens
-            if waiter is not None and isinstance(reply, ResponseError):
+            if type(waiter) is _Delivery:  # `send_later`: every reply is told
+                waiter.deliver(reply)
+            elif waiter is not None and isinstance(reply, ResponseError):
                 waiter(reply)
             return
         if waiter.done():  # the caller stopped waiting (timeout, cancellation)
@@ -365,7 +391,9 @@ class PipelinedRedis:
         pending, self._pending = self._pending, deque()
         for waiter in pending:
             if not isinstance(waiter, asyncio.Future):
-                if waiter is not None:
+                if type(waiter) is _Delivery:
+                    waiter.deliver(error)
+                elif waiter is not None:
                     waiter(error)
             elif not waiter.done():
                 waiter.set_exception(error)

@@ -82,8 +82,11 @@ def test_unreachable_and_unanswering_redis_fail_fast():
 
 
 @needs_redis
-def test_200_concurrent_admissions_over_one_pipelined_connection_admit_exactly_50(prefix):
+@pytest.mark.parametrize("scripts_loaded", [False, True])
+def test_200_concurrent_admissions_over_one_pipelined_connection_admit_exactly_50(prefix, scripts_loaded):
     async def scenario(limiter):
+        if scripts_loaded:  # then they go to Redis together (ADMIT_TOGETHER), not one by one
+            await limiter.admit(admission(tenant(requests_per_minute=50), tenant="warm-up"))
         decisions = await asyncio.gather(*(limiter.admit(admission(tenant(requests_per_minute=50)))
                                            for _ in range(200)))
         assert all(d.reservation is not None for d in decisions if d.allowed)
@@ -97,6 +100,7 @@ def _admit_in_process(args):
 
 
 async def _admitted(limiter, n):
+    await limiter.admit(admission(tenant(requests_per_minute=50), tenant="warm-up"))  # scripts loaded: together
     decisions = await asyncio.gather(*(limiter.admit(admission(tenant(requests_per_minute=50))) for _ in range(n)))
     return sum(d.allowed for d in decisions)
 
