@@ -126,8 +126,9 @@ def test_real_vllm_fleet_journey(celery_worker, charlie):
     assert set(engine_pids()) == set(ready(dep)) and not (victim_pids & set().union(*engine_pids().values()))
 
     assert client.post(f"/api/v1/deployments/{dep}/scale/", {"min_replicas": 1}, format="json").status_code == 200
-    wait_for("one engine after scale-down", lambda: len(ready(dep)) == 1 and len(engine_pids()) == 1, timeout=180)
-    assert Instance.objects.filter(deployment_id=dep, state=S.STOPPED).count() == 1
+    # The drain stops the engine's process, then records STOPPED: wait for both, not just the first.
+    wait_for("one engine after scale-down", lambda: len(ready(dep)) == 1 and len(engine_pids()) == 1
+             and Instance.objects.filter(deployment_id=dep, state=S.STOPPED).count() == 1, timeout=180)
 
     assert client.delete(f"/api/v1/deployments/{dep}/").status_code == 202
     wait_for("the deployment removed", lambda: not Deployment.objects.filter(pk=dep).exists(), timeout=180)
