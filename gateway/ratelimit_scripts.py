@@ -53,7 +53,52 @@ local rid, tokens, cost = argv[1], argv[2] + 0, argv[3] + 0
 local n, nr = argv[6] + 0, argv[7] + 0
 """
 
-ADMIT = _COMMON + _ONE_REQUEST + r"""
+# What both admission scripts share: a budget's check and the answer's nine integers.
+_ADMITTING = r"""
+-- A budget check (key: the month's hash, rkey: its reservations by expiry): gives lapsed
+-- reservations back (a lost settle; rare, so one call per id is fine), then whether `amount`
+-- fits. Returns: no hash yet (it needs its TTL), the reserved total, and the wait (-1 or nil).
+local function budget_check(key, rkey, limit, amount, now)
+  local lapsed = call('ZRANGEBYSCORE', rkey, '-inf', now)
+  if #lapsed > 0 then
+    for _, id in ipairs(lapsed) do
+      call('HINCRBY', key, 'reserved', int(-(tonumber(call('HGET', key, 'r:' .. id)) or 0)))
+      call('HDEL', key, 'r:' .. id)
+    end
+    call('ZREMRANGEBYSCORE', rkey, '-inf', now)
+  end
+  local h = call('HMGET', key, 'used', 'reserved')
+  local reserved = tonumber(h[2]) or 0
+  local free = limit - (tonumber(h[1]) or 0) - reserved
+  return not h[1] and not h[2], reserved, amount > free and -1 or nil
+end
+-- The answer: admitted (1/0), the refusing check's number and its wait (µs, -1: a budget),
+-- then for the x-ratelimit-* headers, per kind (requests R1, tokens Rt), the check with the
+-- lowest remaining share (ties: fewer remaining, then the first), its remaining (at least 0)
+-- and its reset (ms). A refused request counted nothing: then they describe the state as is.
+-- `rate` holds six values per rate check (see the scripts' first phase).
+local function answer_of(rate, nr, refused, retry, now)
+  local out, share = {refused == 0 and 1 or 0, refused, retry, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0}
+  for b = 0, 6 * nr - 6, 6 do
+    local raw, i, limit, param, at = rate[b + 1], rate[b + 3], rate[b + 4], rate[b + 5], rate[b + 6]
+    local seen = rate[b + 2]
+    if refused ~= 0 then seen = raw and raw > now and raw or now end
+    local reset = seen - now
+    local left = floor((param * limit - reset) / param)
+    local s = left / limit
+    if out[at] == 0 or s < share[at] or (s == share[at] and left < out[at + 1]) then
+      share[at], out[at], out[at + 1], out[at + 2] = s, i, left, reset
+    end
+  end
+  for at = 4, 7, 3 do
+    if out[at + 1] < 0 then out[at + 1] = 0 end
+    out[at + 2] = math.ceil(out[at + 2] / 1000)
+  end
+  return out
+end
+"""
+
+ADMIT = _COMMON + _ONE_REQUEST + _ADMITTING + r"""
 local t = call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- Phase 1 checks everything without counting; phase 2 counts only if all passed.
@@ -89,21 +134,9 @@ for i = 1, n do
     if held >= limit then wait = 1000000 end
     ai = ai + 3
   else
-    local key, rkey = keys[ok + 1], keys[ok + 2]
+    fresh[i], reserved[i], wait = budget_check(keys[ok + 1], keys[ok + 2], limit,
+                                               code == 'Bc' and cost or tokens, now)
     ok = ok + 2
-    local lapsed = call('ZRANGEBYSCORE', rkey, '-inf', now)
-    if #lapsed > 0 then  -- a lost settle: give the reservation back (rare: one call per id is fine)
-      for _, id in ipairs(lapsed) do
-        call('HINCRBY', key, 'reserved', int(-(tonumber(call('HGET', key, 'r:' .. id)) or 0)))
-        call('HDEL', key, 'r:' .. id)
-      end
-      call('ZREMRANGEBYSCORE', rkey, '-inf', now)
-    end
-    local h = call('HMGET', key, 'used', 'reserved')
-    fresh[i] = not h[1] and not h[2]  -- no such hash yet: it needs its TTL
-    reserved[i] = tonumber(h[2]) or 0
-    local free = limit - (tonumber(h[1]) or 0) - reserved[i]
-    if (code == 'Bc' and cost or tokens) > free then wait = -1 end
     ai = ai + 4
   end
   -- The binding refusal is the one with the longest wait; -1 (a budget) outlasts any.
@@ -112,26 +145,7 @@ for i = 1, n do
   end
 end
 
--- The answer: admitted (1/0), the refusing check's number and its wait (µs, -1: a budget),
--- then for the x-ratelimit-* headers, per kind (requests R1, tokens Rt), the check with the
--- lowest remaining share (ties: fewer remaining, then the first), its remaining (at least 0)
--- and its reset (ms). A refused request counted nothing: then they describe the state as is.
-local out, share = {refused == 0 and 1 or 0, refused, retry, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0}
-for b = 0, 6 * nr - 6, 6 do
-  local raw, i, limit, param, at = rate[b + 1], rate[b + 3], rate[b + 4], rate[b + 5], rate[b + 6]
-  local seen = rate[b + 2]
-  if refused ~= 0 then seen = raw and raw > now and raw or now end
-  local reset = seen - now
-  local left = floor((param * limit - reset) / param)
-  local s = left / limit
-  if out[at] == 0 or s < share[at] or (s == share[at] and left < out[at + 1]) then
-    share[at], out[at], out[at + 1], out[at + 2] = s, i, left, reset
-  end
-end
-for at = 4, 7, 3 do
-  if out[at + 1] < 0 then out[at + 1] = 0 end
-  out[at + 2] = math.ceil(out[at + 2] / 1000)
-end
+local out = answer_of(rate, nr, refused, retry, now)  -- the nine integers (see answer_of)
 if refused ~= 0 then return out end
 local sums = {}  -- a budget key listed twice is charged twice, like HINCRBY would
 rk, ok, ai = 0, nr, 8
@@ -315,7 +329,7 @@ for _, key in ipairs(freed) do call('ZREM', key, unpack(released[key])) end
 return 1
 """
 
-ADMIT_TOGETHER = _COMMON + r"""
+ADMIT_TOGETHER = _COMMON + _ADMITTING + r"""
 -- ARGV holds several admissions in a row, each laid out as ADMIT's; KEYS their keys in the same
 -- order. They are decided in order, as if each were its own ADMIT call at the same Redis time:
 -- one sees what those before it counted (a refused one counts nothing). A rate key is read once
@@ -375,21 +389,9 @@ while argv[ai] do
       if count >= limit then wait = 1000000 end
       ai = ai + 3
     else
-      local key, rkey = keys[ok + 1], keys[ok + 2]
+      fresh[i], reserved[i], wait = budget_check(keys[ok + 1], keys[ok + 2], limit, code == 'Bc' and cost or tokens,
+                                                 now)
       ok = ok + 2
-      local lapsed = call('ZRANGEBYSCORE', rkey, '-inf', now)
-      if #lapsed > 0 then
-        for _, id in ipairs(lapsed) do
-          call('HINCRBY', key, 'reserved', int(-(tonumber(call('HGET', key, 'r:' .. id)) or 0)))
-          call('HDEL', key, 'r:' .. id)
-        end
-        call('ZREMRANGEBYSCORE', rkey, '-inf', now)
-      end
-      local h = call('HMGET', key, 'used', 'reserved')
-      fresh[i] = not h[1] and not h[2]
-      reserved[i] = tonumber(h[2]) or 0
-      local free = limit - (tonumber(h[1]) or 0) - reserved[i]
-      if (code == 'Bc' and cost or tokens) > free then wait = -1 end
       ai = ai + 4
     end
     if wait and (refused == 0 or (retry ~= -1 and (wait == -1 or wait > retry))) then
@@ -397,22 +399,7 @@ while argv[ai] do
     end
   end
   local base = #answer
-  local out, share = {refused == 0 and 1 or 0, refused, retry, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0}
-  for b = 0, 6 * nr - 6, 6 do
-    local raw, i, limit, param, at = rate[b + 1], rate[b + 3], rate[b + 4], rate[b + 5], rate[b + 6]
-    local seen = rate[b + 2]
-    if refused ~= 0 then seen = raw and raw > now and raw or now end
-    local reset = seen - now
-    local left = floor((param * limit - reset) / param)
-    local s = left / limit
-    if out[at] == 0 or s < share[at] or (s == share[at] and left < out[at + 1]) then
-      share[at], out[at], out[at + 1], out[at + 2] = s, i, left, reset
-    end
-  end
-  for at = 4, 7, 3 do
-    if out[at + 1] < 0 then out[at + 1] = 0 end
-    out[at + 2] = math.ceil(out[at + 2] / 1000)
-  end
+  local out = answer_of(rate, nr, refused, retry, now)
   for j = 1, 9 do answer[base + j] = out[j] end
   if refused == 0 then
     local sums = {}
