@@ -222,11 +222,7 @@ class RateLimiter:
     def _packed_admissions(self, shas: tuple[str, str], batch: tuple) -> bytes:
         if self._admitting is batch:  # written now: later admissions start another call
             self._admitting = None
-        admissions = batch[0]
-        if len(admissions) == 1:
-            plan, request_id, numbers = admissions[0]
-            return plan.packed(shas[0], request_id, numbers)
-        return _packed_together(shas[1], admissions)
+        return _packed_call(shas, batch[0])
 
     def _admitted(self, batch: tuple, reply) -> None:
         """Each admission's future gets its 9 integers, or the call's error."""
@@ -292,10 +288,7 @@ class RateLimiter:
     def _packed_queued(self, shas: tuple[str, str], queued: list) -> bytes:
         if self._queued is queued:  # written now: later settles start another call
             self._queued = None
-        if len(queued) == 1:
-            plan, request_id, numbers = queued[0]
-            return plan.packed(shas[0], request_id, numbers)
-        return _packed_together(shas[1], queued)
+        return _packed_call(shas, queued)
 
     def _settled_soon(self, settlements: list, error: Exception) -> None:
         if self._queued is settlements:  # never written (Redis unreachable): later settles start anew
@@ -428,6 +421,15 @@ class RateLimiter:
         if closed:
             return Decision(Outcome.LIMITER_UNAVAILABLE, retry_after=1.0)
         return Decision(Outcome.ADMITTED, reservation=None)  # admitted unmetered; nothing to settle
+
+
+def _packed_call(shas: tuple[str, str], calls: list) -> bytes:
+    """One script call for (plan, request id, numbers)s: a lone one by the one-request script
+    (`shas[0]`), several by the script that takes them together (`shas[1]`)."""
+    if len(calls) == 1:
+        plan, request_id, numbers = calls[0]
+        return plan.packed(shas[0], request_id, numbers)
+    return _packed_together(shas[1], calls)
 
 
 def _refusal(check: Check) -> Refusal:

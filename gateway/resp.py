@@ -206,7 +206,7 @@ class PipelinedRedis:
         Redis has not answered: one timer per client instead of an `asyncio.timeout` per call.
         """
         future = asyncio.get_running_loop().create_future()
-        if self._closed or time.monotonic() < self._down_until:
+        if self._unreachable():
             future.set_exception(RedisConnectionError("Redis is unreachable"))
             return future
         self._queue(command, future)
@@ -226,7 +226,7 @@ class PipelinedRedis:
         The command keeps its place in this connection's order like any other. A failure to
         connect or a lost connection is reported too (as RedisConnectionError).
         """
-        if self._closed or time.monotonic() < self._down_until:
+        if self._unreachable():
             if on_error is not None:
                 on_error(RedisConnectionError("Redis is unreachable"))
             return
@@ -238,7 +238,7 @@ class PipelinedRedis:
         The command takes its place in the order now; callers gather into it what arrives
         until then (like several settles in one script call).
         """
-        if self._closed or time.monotonic() < self._down_until:
+        if self._unreachable():
             if on_error is not None:
                 on_error(RedisConnectionError("Redis is unreachable"))
             return
@@ -250,11 +250,15 @@ class PipelinedRedis:
 
         For callers that answer several waiters from one command (admissions sent together).
         """
-        if self._closed or time.monotonic() < self._down_until:
+        if self._unreachable():
             deliver(RedisConnectionError("Redis is unreachable"))
             return
         self._later = True
         self._queue(build, _Delivery(deliver))
+
+    def _unreachable(self) -> bool:
+        """Closed, or a connect failed a moment ago: new commands fail at once."""
+        return self._closed or time.monotonic() < self._down_until
 
     def _queue(self, command: bytes, waiter) -> None:
         now = time.monotonic()
