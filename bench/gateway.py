@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from bench import _load
+from bench import _cpu, _load
 from bench._fleet import Fleet, clear_limit_counters, redis_problem, redis_url
 from bench._procs import Processes, free_port, wait_http
 
@@ -25,6 +25,8 @@ TARGET_GATEWAY_RPS_C32 = 3000
 WORKERS = int(os.environ.get("BENCH_GATEWAY_WORKERS", str(os.cpu_count() or 1)))
 TRIVIAL_ENGINE = ("--prefill-ms-per-token", "0", "--decode-ms-per-token", "0", "--max-num-seqs", "256",
                   "--scheduling-policy", "priority")
+PROXY, ENGINE = "gateway / proxy", "engine"
+CORES = os.cpu_count() or 1
 PROMPT = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
 
 
@@ -44,22 +46,37 @@ def main() -> None:
     _print(rows, seconds)
 
 
-def _measure(fleet: Fleet, procs: Processes, seconds: float) -> list[tuple[str, _load.Result]]:
+def _measure(fleet: Fleet, procs: Processes, seconds: float) -> list[tuple[str, _load.Result, dict]]:
     engine = fleet.start_simulator(*TRIVIAL_ENGINE)
     fleet.create_rows()
     fleet.start_gateway()
     body = {"model": fleet.model, "prompt": PROMPT, "max_tokens": 16}
     auth = f"Bearer {fleet.key}"
-    targets = [("direct", engine, ""), ("gateway", fleet.gateway_url, auth)]
+    engine_pid = fleet.simulators[0][0].pid
+    # (label, url, authorization, the process between client and engine (None: straight to it), uses Redis)
+    targets = [("direct", engine, "", None, False), ("gateway", fleet.gateway_url, auth, fleet.gateway.pid, True)]
     if WORKERS > 1:  # the same gateway as WORKERS processes sharing the port (`--workers`)
-        targets.append((f"gateway, {WORKERS} workers", fleet.extra_gateway(workers=WORKERS)[1], auth))
+        proc, url = fleet.extra_gateway(workers=WORKERS)
+        targets.append((f"gateway, {WORKERS} workers", url, auth, proc.pid, True))
     if os.environ.get("BENCH_CLIENTS", "1") != "0":
-        targets += [(f"minimal proxy + {name}", _mini_proxy(procs, engine, name), "")
-                    for name in ("lean", "aiohttp", "httpx")]
-    for _, url, authorization in targets:  # warm-up: connections, key cache, JIT-free but cache-warm paths
+        for name in ("lean", "aiohttp", "httpx"):
+            proc, url = _mini_proxy(procs, engine, name)
+            targets.append((f"minimal proxy + {name}", url, "", proc.pid, False))
+    for _, url, authorization, _, _ in targets:  # warm-up: connections, key cache, JIT-free but cache-warm paths
         _cell(url, body, 32, min(2.0, seconds), authorization)
-    return [(f"{label} c={c}", _cell(url, body, c, seconds, authorization))
-            for c in (1, 32) for label, url, authorization in targets]
+    rows = []
+    for c in (1, 32):
+        for label, url, authorization, between, uses_redis in targets:
+            # CPU per request at c=32, where every core is busy: it explains that row's req/s.
+            meter = None
+            if c == 32 and _cpu.available():
+                meter = _cpu.CpuMeter({**({PROXY: [between]} if between else {}), ENGINE: [engine_pid]},
+                                      redis_url() if uses_redis else None)
+                meter.start()
+            result = _cell(url, body, c, seconds, authorization)
+            cpu = meter.stop(result.requests) if meter else {}
+            rows.append((f"{label} c={c}", result, {"per request": cpu, "ceiling": meter.ceiling(cpu, CORES)} if cpu else {}))
+    return rows
 
 
 def _cell(url: str, body: dict, concurrency: int, seconds: float, authorization: str) -> _load.Result:
@@ -67,24 +84,25 @@ def _cell(url: str, body: dict, concurrency: int, seconds: float, authorization:
                      authorization=authorization)
 
 
-def _mini_proxy(procs: Processes, upstream: str, client: str) -> str:
+def _mini_proxy(procs: Processes, upstream: str, client: str):
     port = free_port()
     proc = procs.python("-m", "bench._mini_proxy", "--port", str(port), "--upstream", upstream, "--client", client)
     wait_http(f"http://127.0.0.1:{port}/", proc=proc)
-    return f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}"
 
 
-def _print(rows: list[tuple[str, _load.Result]], seconds: float) -> None:
-    found = dict(rows)
+def _print(rows: list[tuple[str, _load.Result, dict]], seconds: float) -> None:
+    found = {label: result for label, result, _ in rows}
     print(f"gateway overhead: non-streaming /v1/completions, max_tokens 16, simulator with no modeled time; "
           f"{seconds:g} s per cell, load generator: {_load.generator()}; limits on (Redis), redaction on, "
           f"metering on\n")
     print("| path | req/s | p50 ms | p99 ms | failed |")
     print("|---|---:|---:|---:|---:|")
-    for label, r in rows:
+    for label, r, _ in rows:
         print(f"| {label} | {r.rps:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.failed} |")
+    _print_cpu(rows)
     added = found["gateway c=1"].p50_ms - found["direct c=1"].p50_ms
-    best = max((label for label, _ in rows if label.startswith("gateway") and label.endswith("c=32")),
+    best = max((label for label, _, _ in rows if label.startswith("gateway") and label.endswith("c=32")),
                key=lambda label: found[label].rps)
     rps = found[best].rps
     print()
@@ -94,8 +112,26 @@ def _print(rows: list[tuple[str, _load.Result]], seconds: float) -> None:
           f"{'yes' if added <= TARGET_ADDED_P50_MS else 'NO'} |")
     print(f"| gateway req/s at c=32 ≥ {TARGET_GATEWAY_RPS_C32:,} ({best.removesuffix(' c=32')}) | {rps:,.0f} | "
           f"{'yes' if rps >= TARGET_GATEWAY_RPS_C32 else 'NO'} |")
-    if any(r.failed for _, r in rows):
+    if any(r.failed for _, r, _ in rows):
         print("\nSome requests failed (non-2xx or socket errors): the numbers above are not comparable.")
+
+
+
+def _print_cpu(rows: list[tuple[str, _load.Result, dict]]) -> None:
+    """CPU µs per request of each process at c=32, and the req/s that total allows on this machine."""
+    measured = [(label, cpu) for label, _, cpu in rows if cpu]
+    if not measured:
+        return
+    columns = [PROXY, ENGINE, _cpu.REDIS, _cpu.LOAD_GENERATOR]
+    print(f"\nCPU per request at c=32 (µs, user + system, from /proc). Every process shares the {CORES} cores, so "
+          f"the most req/s these costs allow is {CORES} cores ÷ the total, or less where a process is the limit "
+          f"first (a Python process: at most one core):\n")
+    print(f"| path | {' | '.join(columns)} | total | ceiling req/s |")
+    print("|---|" + "---:|" * (len(columns) + 2))
+    for label, found in measured:
+        cpu = found["per request"]
+        cells = " | ".join(f"{cpu[column]:,.0f}" if column in cpu else "–" for column in columns)
+        print(f"| {label.removesuffix(' c=32')} | {cells} | {sum(cpu.values()):,.0f} | {found['ceiling']:,.0f} |")
 
 
 if __name__ == "__main__":
