@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import resource
 
+from fleet.runtime.processes import stat_fields
+
 LOAD_GENERATOR = "load generator"
 REDIS = "Redis"
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -62,7 +64,7 @@ class CpuMeter:
         """The req/s these costs allow: every core busy (cores ÷ the total), unless one group's
         processes are the limit first (each of them at most one core)."""
         limits = [cores * 1e6 / sum(per_request.values())]
-        limits += [self.busy.get(label, 1) * 1e6 / cost for label, cost in per_request.items()
+        limits += [self.busy[label] * 1e6 / cost for label, cost in per_request.items()
                    if label in self.busy and cost > 0]
         return min(limits)
 
@@ -72,20 +74,12 @@ def _children_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()  # after "pid (comm)": comm may hold spaces
-    except (OSError, IndexError):
-        return None
-
-
 def _parents() -> dict[int, int]:
     """pid -> parent pid of every process visible now."""
     parents = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
-            fields = _stat_fields(int(name))
+            fields = stat_fields(int(name))
             if fields:
                 parents[int(name)] = int(fields[1])
     return parents
@@ -102,7 +96,7 @@ def _tree(roots: list[int], parents: dict[int, int]) -> set[int]:
 
 def _cpu_seconds(pid: int) -> float:
     """User + system time of this process (all its threads) so far; 0 once it is gone."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / _TICKS if fields else 0.0  # utime, stime (stat's 14th, 15th)
 
 

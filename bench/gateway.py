@@ -75,9 +75,9 @@ def _measure(fleet: Fleet, procs: Processes, seconds: float) -> list[tuple[str, 
         _cell(target.url, body, 32, min(2.0, seconds), target.authorization)
     rows = []
     for target in targets:
-        result, cpu = _measured_cell(target, engine_pid, body, 1, seconds)
-        rows.append((f"{target.label} c=1", result, cpu, [result.rps]))
-    rounds = [[_measured_cell(target, engine_pid, body, 32, seconds) for target in targets] for _ in range(ROUNDS)]
+        result = _cell(target.url, body, 1, seconds, target.authorization)
+        rows.append((f"{target.label} c=1", result, {}, [result.rps]))
+    rounds = [[_c32_cell(target, engine_pid, body, seconds) for target in targets] for _ in range(ROUNDS)]
     for at, target in enumerate(targets):
         runs = [cells[at] for cells in rounds]
         result, cpu = max(runs, key=lambda run: run[0].rps)
@@ -93,16 +93,15 @@ class Target(NamedTuple):
     uses_redis: bool = False
 
 
-def _measured_cell(target: Target, engine_pid: int, body: dict, concurrency: int,
-                   seconds: float) -> tuple[_load.Result, dict]:
-    """One cell, and at c=32 (every core busy: it explains the req/s) the CPU per request of each
-    process with the ceiling those costs allow ({} elsewhere)."""
-    if concurrency != 32 or not _cpu.available():
-        return _cell(target.url, body, concurrency, seconds, target.authorization), {}
+def _c32_cell(target: Target, engine_pid: int, body: dict, seconds: float) -> tuple[_load.Result, dict]:
+    """One c=32 cell, with (every core busy there: it explains the req/s) the CPU per request of
+    each process and the ceiling those costs allow ({} without /proc)."""
+    if not _cpu.available():
+        return _cell(target.url, body, 32, seconds, target.authorization), {}
     meter = _cpu.CpuMeter({**({PROXY: [target.between]} if target.between else {}), ENGINE: [engine_pid]},
                           redis_url() if target.uses_redis else None)
     meter.start()
-    result = _cell(target.url, body, concurrency, seconds, target.authorization)
+    result = _cell(target.url, body, 32, seconds, target.authorization)
     cpu = meter.stop(result.requests)
     return result, ({"per request": cpu, "ceiling": meter.ceiling(cpu, CORES)} if cpu else {})
 

@@ -42,7 +42,8 @@ def spawn(argv: list[str], *, instance_id: int, port: int, extra_env: dict, cwd:
     return {"pid": proc.pid, "pgid": proc.pid, "start_time": start_time(proc.pid), "log": str(path), "port": port}
 
 
-def _stat_fields(pid: int) -> list[str] | None:
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after "pid (comm)" (state first), or None when it is gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
@@ -52,7 +53,7 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 def start_time(pid: int) -> int | None:
     """Kernel start time of `pid` in clock ticks: with the pid, a process identity that survives reuse."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return int(fields[19]) if fields else None
 
 
@@ -70,7 +71,7 @@ def alive(handle: dict) -> bool:
     if not pid:
         return False
     reap(pid)
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return bool(fields) and fields[0] != "Z" and int(fields[19]) == handle.get("start_time")
 
 
@@ -94,7 +95,7 @@ def tagged_processes() -> dict[int, list[dict]]:
         env = _environ(int(entry.name))
         if env.get(NAMESPACE_VAR) != namespace or INSTANCE_VAR not in env:
             continue
-        fields = _stat_fields(int(entry.name))
+        fields = stat_fields(int(entry.name))
         if fields and fields[0] != "Z":
             found.setdefault(int(env[INSTANCE_VAR]), []).append(
                 {"pid": int(entry.name), "pgid": int(fields[2]), "start_time": int(fields[19]),
