@@ -72,6 +72,16 @@ local function budget_check(key, rkey, limit, amount, now)
   local free = limit - (tonumber(h[1]) or 0) - reserved
   return not h[1] and not h[2], reserved, amount > free and -1 or nil
 end
+-- A passed budget check's reservation: `amount` for this request, `total` reserved in all.
+-- A budget key lives a week past its month (`key_ttl`): its TTL is set once, when it is created
+-- (`fresh`); so is its reservations' zset's (an empty zset is gone, and its TTL with it).
+local function reserve_budget(key, rkey, rid, amount, total, fresh, key_ttl, reservation_us, now)
+  call('HSET', key, 'reserved', int(total), 'r:' .. rid, int(amount))
+  if fresh then call('EXPIRE', key, key_ttl) end
+  local empty = call('ZCARD', rkey) == 0
+  call('ZADD', rkey, int(now + tonumber(reservation_us)), rid)
+  if empty then call('EXPIRE', rkey, key_ttl) end
+end
 -- The answer: admitted (1/0), the refusing check's number and its wait (µs, -1: a budget),
 -- then for the x-ratelimit-* headers, per kind (requests R1, tokens Rt), the check with the
 -- lowest remaining share (ties: fewer remaining, then the first), its remaining (at least 0)
@@ -166,12 +176,7 @@ for i = 1, n do
     ok = ok + 2
     local amount = code == 'Bc' and cost or tokens
     sums[key] = (sums[key] or reserved[i]) + amount
-    call('HSET', key, 'reserved', int(sums[key]), 'r:' .. rid, int(amount))
-    -- A budget key lives a week past its month: its TTL is set once, when it is created.
-    if fresh[i] then call('EXPIRE', key, argv[ai + 3]) end
-    local empty = call('ZCARD', rkey) == 0  -- an empty zset is gone, and its TTL with it
-    call('ZADD', rkey, int(now + tonumber(argv[ai + 2])), rid)
-    if empty then call('EXPIRE', rkey, argv[ai + 3]) end
+    reserve_budget(key, rkey, rid, amount, sums[key], fresh[i], argv[ai + 3], argv[ai + 2], now)
     ai = ai + 4
   end
 end
@@ -424,11 +429,7 @@ while argv[ai] do
         ok = ok + 2
         local amount = code == 'Bc' and cost or tokens
         sums[key] = (sums[key] or reserved[i]) + amount
-        call('HSET', key, 'reserved', int(sums[key]), 'r:' .. rid, int(amount))
-        if fresh[i] then call('EXPIRE', key, argv[ai + 3]) end
-        local empty = call('ZCARD', rkey) == 0
-        call('ZADD', rkey, int(now + tonumber(argv[ai + 2])), rid)
-        if empty then call('EXPIRE', rkey, argv[ai + 3]) end
+        reserve_budget(key, rkey, rid, amount, sums[key], fresh[i], argv[ai + 3], argv[ai + 2], now)
         ai = ai + 4
       end
     end
