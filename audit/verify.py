@@ -44,7 +44,9 @@ def _row_problem(event, expected_seq: int, prev_hash: str):
 def _check_head(last_seq: int, last_hash: str, checked: int) -> Verdict:
     """The signed head pins the newest row, so a deleted or forged tail is caught too."""
     head = AuditChainHead.objects.filter(pk=1).first()
-    if head is None or not hmac.compare_digest(head.signature, sign(head_message(head.seq, head.hash))):
+    if head is None:
+        return Verdict(False, checked, last_seq + 1, "the chain head is missing")
+    if not hmac.compare_digest(head.signature, sign(head_message(head.seq, head.hash))):
         return Verdict(False, checked, last_seq + 1, "the chain head's signature does not match")
     if head.seq > last_seq:
         return Verdict(False, checked, last_seq + 1, f"rows {last_seq + 1}..{head.seq} were deleted")
