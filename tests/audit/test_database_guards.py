@@ -6,7 +6,7 @@ tests/audit/test_rollback.py shows that is still detected.
 """
 import pytest
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from audit.chain import GENESIS_HASH, head_message, sign
 from audit.models import AuditChainHead, AuditEvent
@@ -171,3 +171,58 @@ def test_sqlite_guards_exist():
         cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
         names = {row[0] for row in cursor.fetchall()}
     assert {"audit_head_moves_forward", "audit_head_starts_at_genesis", "audit_event_no_update"} <= names
+
+
+# --- the least-privilege role docs/audit.md recommends ---
+
+APP_ROLE_GRANTS = """
+GRANT SELECT, INSERT ON audit_auditevent TO {role};
+GRANT USAGE ON SEQUENCE audit_auditevent_id_seq TO {role};
+GRANT SELECT, UPDATE ON audit_auditchainhead TO {role};
+"""
+
+
+@pytest.fixture
+def as_app_role():
+    """Run the block as a fresh role holding only the documented grants (created and dropped in the test's transaction)."""
+    from contextlib import contextmanager
+
+    from tests.audit.tampering import is_superuser
+
+    if not ON_POSTGRES or not is_superuser():
+        pytest.skip("needs PostgreSQL and a role that may create roles")
+    role = "sy_audit_least_privilege_test"
+    sql(f"CREATE ROLE {role} NOLOGIN")  # transactional: gone when the test's transaction rolls back
+    sql(APP_ROLE_GRANTS.format(role=role))
+
+    @contextmanager
+    def run():
+        sql(f"SET LOCAL ROLE {role}")
+        try:
+            yield
+        finally:
+            sql("RESET ROLE")
+    return run
+
+
+def test_the_least_privilege_role_appends_but_cannot_rewrite_or_switch_the_guards_off(as_app_role):
+    make_chain(3)
+    old = saved_head()
+    with as_app_role():
+        record_event(actor=SYSTEM, action="test.event")  # the application's one write works
+        assert saved_head()["seq"] == 4
+        attempts = {
+            "delete-newer-rows": "DELETE FROM audit_auditevent WHERE seq > 3",
+            "truncate": "TRUNCATE audit_auditevent, audit_auditchainhead",
+            "update-a-row": "UPDATE audit_auditevent SET actor_label = 'x' WHERE seq = 1",
+            "disable-the-triggers": "ALTER TABLE audit_auditevent DISABLE TRIGGER USER",
+            "as-a-replica": "SET LOCAL session_replication_role = replica",
+        }
+        for name, statement in attempts.items():
+            with pytest.raises(DatabaseError, match="permission denied|must be owner|append-only"), \
+                    transaction.atomic():
+                maintenance(True)
+                sql(statement)
+        assert_refused(lambda: write_head(old["seq"], old["hash"], old["signature"]), with_maintenance=True)
+    assert saved_head()["seq"] == 4 and AuditEvent.objects.count() == 4
+    call_command("audit_verify")

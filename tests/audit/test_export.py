@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 
-from audit.export import EXPORT_FIELDS, sign_manifest
+from audit.export import EXPORT_FIELDS, manifest_digest, sign_manifest
 from audit.models import AuditEvent
 from tests.audit.bulk_chain import bulk_chain
 from tests.conftest import bearer
@@ -134,7 +134,8 @@ def _verify(out: Path, manifest_path: Path | None = None) -> None:
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
 def test_command_writes_file_and_signed_manifest_that_verify(alice, bob, tmp_path, fmt):
     out, manifest = _export(tmp_path, fmt)
-    events = list(AuditEvent.objects.order_by("seq"))
+    *events, issue = AuditEvent.objects.order_by("seq")  # issuing the manifest is the newest event
+    assert issue.action == "audit.manifest_issue" and issue.after["manifest_sha256"] == manifest_digest(manifest)
     assert manifest["row_count"] == len(events) and manifest["format"] == fmt
     assert (manifest["first_seq"], manifest["last_seq"]) == (events[0].seq, events[-1].seq)
     assert manifest["final_chain_hash"] == events[-1].hash
