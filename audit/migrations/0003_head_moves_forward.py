@@ -15,6 +15,8 @@ and write the old head back: `audit_verify` saw a valid, older chain. Now:
 SQLite has no session variable a trigger can read and `flush` deletes rows one table at a time, so
 there `DELETE` stays open on both tables; `UPDATE` of the head and of audit rows is guarded.
 """
+from importlib import import_module
+
 from django.db import migrations
 
 GENESIS_HASH = "0" * 64
@@ -75,17 +77,7 @@ POSTGRES_DROP_SQL = """
 DROP TRIGGER IF EXISTS audit_head_no_truncate ON audit_auditchainhead;
 DROP TRIGGER IF EXISTS audit_head_moves_forward ON audit_auditchainhead;
 DROP FUNCTION IF EXISTS audit_head_moves_forward();
-CREATE OR REPLACE FUNCTION audit_event_append_only() RETURNS trigger AS $$
-BEGIN
-    IF current_setting('switchyard.audit_maintenance', true) = 'on' THEN
-        IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
-        IF TG_OP = 'UPDATE' THEN RETURN NEW; END IF;
-        RETURN NULL;
-    END IF;
-    RAISE EXCEPTION 'audit events are append-only: %% is not allowed on audit_auditevent', TG_OP;
-END;
-$$ LANGUAGE plpgsql;
-"""
+""" + import_module("audit.migrations.0002_chain_head_and_append_only").APPEND_ONLY_FUNCTION_SQL
 
 SQLITE_TRIGGERS = (
     """CREATE TRIGGER audit_head_moves_forward BEFORE UPDATE ON audit_auditchainhead
@@ -99,28 +91,20 @@ SQLITE_TRIGGERS = (
     """CREATE TRIGGER audit_event_no_update BEFORE UPDATE ON audit_auditevent
     BEGIN SELECT RAISE(ABORT, 'audit events are append-only: UPDATE is not allowed on audit_auditevent'); END""",
 )
-SQLITE_TRIGGER_NAMES = ("audit_head_moves_forward", "audit_head_starts_at_genesis", "audit_event_no_update")
+SQLITE_DROP = tuple(f"DROP TRIGGER IF EXISTS {name}"
+                    for name in ("audit_head_moves_forward", "audit_head_starts_at_genesis", "audit_event_no_update"))
 
 
-def add_guards(apps, schema_editor):
-    vendor = schema_editor.connection.vendor
-    if vendor == "postgresql":
-        schema_editor.execute(POSTGRES_SQL)
-    elif vendor == "sqlite":
-        for statement in SQLITE_TRIGGERS:
+def _for_vendor(postgresql: tuple[str, ...], sqlite: tuple[str, ...]):
+    """A RunPython step that executes the statements written for this database (none elsewhere)."""
+    def run(apps, schema_editor):
+        for statement in {"postgresql": postgresql, "sqlite": sqlite}.get(schema_editor.connection.vendor, ()):
             schema_editor.execute(statement)
-
-
-def drop_guards(apps, schema_editor):
-    vendor = schema_editor.connection.vendor
-    if vendor == "postgresql":
-        schema_editor.execute(POSTGRES_DROP_SQL)
-    elif vendor == "sqlite":
-        for name in SQLITE_TRIGGER_NAMES:
-            schema_editor.execute(f"DROP TRIGGER IF EXISTS {name}")
+    return run
 
 
 class Migration(migrations.Migration):
     dependencies = [("audit", "0002_chain_head_and_append_only")]
 
-    operations = [migrations.RunPython(add_guards, drop_guards)]
+    operations = [migrations.RunPython(_for_vendor((POSTGRES_SQL,), SQLITE_TRIGGERS),
+                                       _for_vendor((POSTGRES_DROP_SQL,), SQLITE_DROP))]

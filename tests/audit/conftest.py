@@ -24,3 +24,12 @@ def eager_celery():
     app.conf.update(task_always_eager=True, task_eager_propagates=True)
     yield
     app.conf.update(before)
+
+
+@pytest.fixture
+def committed(django_capture_on_commit_callbacks, eager_celery):
+    """Run `fn`, then its on-commit work (the witness tasks, run in this process), as a real commit would."""
+    def run(fn):
+        with django_capture_on_commit_callbacks(execute=True):
+            return fn()
+    return run

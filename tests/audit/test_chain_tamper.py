@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 
 from audit.chain import GENESIS_HASH, head_message
 from audit.models import AuditChainHead, AuditEvent
-from tests.audit.tampering import (BOTH, POSTGRES_ONLY, forged, make_chain, rehash_from, saved_head, sql, tamper,
+from tests.audit.tampering import (BOTH, POSTGRES_ONLY, forged, make_chain, rehash_from, sql, tamper,
                                    write_head)
 
 pytestmark = pytest.mark.django_db

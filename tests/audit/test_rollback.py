@@ -24,15 +24,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def committed(django_capture_on_commit_callbacks, eager_celery):
-    """Run `fn` and then its on-commit work (the witness tasks), as a real commit would."""
-    def run(fn):
-        with django_capture_on_commit_callbacks(execute=True):
-            return fn()
-    return run
-
-
-@pytest.fixture
 def witness_path(tmp_path, settings) -> Path:
     settings.SWITCHYARD_AUDIT_WITNESS_FILE = str(tmp_path / "witness.jsonl")
     return tmp_path / "witness.jsonl"

@@ -48,14 +48,6 @@ def witness_server():
     thread.join(timeout=10)
 
 
-@pytest.fixture
-def committed(django_capture_on_commit_callbacks, eager_celery):
-    def run(fn):
-        with django_capture_on_commit_callbacks(execute=True):
-            return fn()
-    return run
-
-
 def _heads() -> list[dict]:
     return [{"seq": e.seq, "hash": e.hash} for e in AuditEvent.objects.order_by("seq")]
 
