@@ -32,7 +32,8 @@ class Anchor:
 
 
 def _is_seq(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    # Within a 64-bit seq column: a larger number must be refused here, not by the database.
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 63
 
 
 def _is_hex(value) -> bool:
@@ -43,7 +44,11 @@ def check_manifest_signature(manifest) -> None:
     """Raise AnchorError unless `manifest` is a JSON object signed with this installation's key."""
     if not isinstance(manifest, dict) or not _is_hex(manifest.get("signature")):
         raise AnchorError("the manifest is not a signed manifest (no 64-hex-digit signature)")
-    if not hmac.compare_digest(manifest["signature"], sign_manifest(manifest)):
+    try:
+        expected = sign_manifest(manifest)
+    except UnicodeEncodeError:  # a lone surrogate: no manifest we signed holds one
+        raise AnchorError("the manifest is not a signed manifest (it holds text that is not valid Unicode)") from None
+    if not hmac.compare_digest(manifest["signature"], expected):
         raise AnchorError("the manifest's signature does not match (wrong key or edited manifest)")
 
 

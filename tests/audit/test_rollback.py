@@ -145,6 +145,25 @@ def test_the_rest_endpoint_rejects_a_malformed_request_with_400(charlie, api, bo
     assert response.status_code == 400 and "since_manifest" in response.json()
 
 
+@pytest.mark.parametrize("manifest", [{"signature": "a" * 64, "note": "\ud800"}, {"signature": "é" * 64},
+                                      {"signature": "a" * 64, "chain_head_seq": 2 ** 70}])
+def test_the_rest_endpoint_answers_a_strange_manifest_with_a_verdict_not_a_500(charlie, api, manifest):
+    api.force_login(charlie.user)
+    response = api.post("/api/v1/audit/verify", data=json.dumps({"since_manifest": manifest}),
+                        content_type="application/json")
+    assert response.status_code == 200 and response.json()["ok"] is False
+    assert "not a signed manifest" in response.json()["reason"] or "signature" in response.json()["reason"]
+
+
+def test_a_witness_line_naming_an_impossible_row_is_refused_not_looked_up(tmp_path):
+    from audit.chain import head_message, sign
+
+    huge = 2 ** 70
+    (tmp_path / "w.jsonl").write_text(json.dumps({"seq": huge, "hash": "a" * 64,
+                                                  "signature": sign(head_message(huge, "a" * 64))}) + "\n")
+    assert "line 1 is not a signed chain head" in _broken("--witness", str(tmp_path / "w.jsonl"))
+
+
 def test_only_platform_admins_may_verify(alice):
     from tests.conftest import bearer
 
