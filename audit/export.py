@@ -17,6 +17,8 @@ EXPORT_FIELDS = HASHED_FIELDS + ("prev_hash", "hash")
 FORMATS = ("csv", "jsonl")
 JSON_COLUMNS = ("before", "after")
 ROWS_PER_CHUNK = 500
+# The audit action that records each issued manifest (audit.services.issue_manifest).
+MANIFEST_ISSUE = "audit.manifest_issue"
 
 
 def export_row(event) -> dict:
@@ -80,18 +82,26 @@ class ManifestBuilder:
     def observe_bytes(self, chunk: bytes) -> None:
         self.digest.update(chunk)
 
-    def manifest(self) -> dict:
-        body = {
+    def body(self) -> dict:
+        """What the export itself states; `audit.services.issue_manifest` adds the chain links and signs it."""
+        return {
             "format": self.fmt, "filters": self.filters, "row_count": self.row_count,
             "first_seq": self.first_seq, "last_seq": self.last_seq, "final_chain_hash": self.final_hash,
             "file_sha256": self.digest.hexdigest(), "generated_at": format_time(timezone.now()),
+            # Every row from 1 to last_seq is in the file (whatever the filters and the caller's scope):
+            # then verification also insists on no gap.
+            "whole_chain": self.row_count == 0 or (self.first_seq == 1 and self.last_seq == self.row_count),
         }
-        return {**body, "signature": sign_manifest(body)}
 
 
 def sign_manifest(body: dict) -> str:
     """HMAC-SHA256 (audit signing key) of the manifest's canonical JSON, signature excluded."""
     return sign(canonical_json({k: v for k, v in body.items() if k != "signature"}).decode())
+
+
+def manifest_digest(manifest: dict) -> str:
+    """SHA-256 of a whole signed manifest (signature included): how the next manifest names it."""
+    return hashlib.sha256(canonical_json(manifest)).hexdigest()
 
 
 def stream_with_manifest(events, fmt: str, filters: dict):

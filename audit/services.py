@@ -7,8 +7,10 @@ from django.utils import timezone
 
 from audit.actor import Actor
 from audit.chain import chain_hash, head_message, row_document, sign
+from audit.export import MANIFEST_ISSUE, ManifestBuilder, manifest_digest, sign_manifest
 from audit.masking import mask_secrets
 from audit.models import AuditChainHead, AuditEvent
+from audit.witness import SignedHead, witness_on_commit
 
 
 def record_event(*, actor: Actor, action: str, tenant=None, target=None, before=None, after=None) -> AuditEvent:
@@ -50,6 +52,38 @@ def _advance_head(head: AuditChainHead, event: AuditEvent) -> None:
     head.hash = event.hash
     head.signature = sign(head_message(event.seq, event.hash))
     head.save(update_fields=["seq", "hash", "signature"])
+    witness_on_commit(SignedHead(head.seq, head.hash, head.signature))
+
+
+def issue_manifest(builder: ManifestBuilder, *, actor: Actor) -> dict:
+    """Sign an export's manifest, chained to the previous one and to the current head, and record it.
+
+    The manifest names the previous manifest's digest and the signed head at this moment, and the
+    issue is itself an audit event (at head seq + 1): whoever holds a manifest can later prove the
+    database has not been rolled back to before it (`audit_verify --since-manifest`).
+    """
+    with transaction.atomic():
+        head = _locked_head()  # nothing can append between reading the head and recording the issue
+        previous = latest_issued_manifest()
+        body = {**builder.body(), "manifest_seq": previous.get("manifest_seq", 0) + 1,
+                "previous_manifest_sha256": previous.get("manifest_sha256"),
+                "chain_head_seq": head.seq, "chain_head_hash": head.hash}
+        manifest = {**body, "signature": sign_manifest(body)}
+        record_event(actor=actor, action=MANIFEST_ISSUE, after=issue_record(manifest))
+    return manifest
+
+
+def issue_record(manifest: dict) -> dict:
+    """What the issue event keeps of a manifest: enough to recognise it and to chain the next one."""
+    names = ("manifest_seq", "previous_manifest_sha256", "chain_head_seq", "chain_head_hash", "format", "filters",
+             "row_count", "first_seq", "last_seq", "final_chain_hash", "file_sha256")
+    return {**{name: manifest[name] for name in names}, "manifest_sha256": manifest_digest(manifest)}
+
+
+def latest_issued_manifest() -> dict:
+    """The newest issue record in the chain ({} before the first manifest)."""
+    event = AuditEvent.objects.filter(action=MANIFEST_ISSUE).order_by("-seq").only("after").first()
+    return event.after if event else {}
 
 
 def _target_type(target) -> str:

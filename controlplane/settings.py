@@ -10,6 +10,7 @@ import dj_database_url
 from controlplane.env import (
     env_bool, env_choice, env_float, env_int, env_list, env_secret, env_str,
 )
+from controlplane.env import ImproperSetting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SWITCHYARD_VAR_DIR", str(BASE_DIR / "var")))
@@ -169,6 +170,14 @@ SPECTACULAR_SETTINGS = {
 # --- Switchyard ---
 SWITCHYARD_KEY_PEPPER = env_secret("SWITCHYARD_KEY_PEPPER", generated_in=VAR_DIR / "secrets")
 SWITCHYARD_AUDIT_SIGNING_KEY = env_secret("SWITCHYARD_AUDIT_SIGNING_KEY", generated_in=VAR_DIR / "secrets")
+# Witnesses of the signed chain head outside the database (docs/audit.md): an append-only JSON Lines
+# file and/or an HTTP endpoint that gets one POST per head. Empty: no witness.
+SWITCHYARD_AUDIT_WITNESS_FILE = env_str("SWITCHYARD_AUDIT_WITNESS_FILE", "")
+SWITCHYARD_AUDIT_WITNESS_URL = env_str("SWITCHYARD_AUDIT_WITNESS_URL", "")
+if SWITCHYARD_AUDIT_WITNESS_URL and not SWITCHYARD_AUDIT_WITNESS_URL.startswith(("http://", "https://")):
+    raise ImproperSetting(f"SWITCHYARD_AUDIT_WITNESS_URL must be an http:// or https:// URL, got "
+                          f"{SWITCHYARD_AUDIT_WITNESS_URL!r}")
+SWITCHYARD_AUDIT_WITNESS_TIMEOUT_SECONDS = env_int("SWITCHYARD_AUDIT_WITNESS_TIMEOUT_SECONDS", 5, minimum=1, maximum=60)
 SWITCHYARD_KEY_ENV = env_choice("SWITCHYARD_KEY_ENV", "live", ("live", "test", "dev"))
 # Audit rows of rejected API keys: one per (prefix, reason) per window, at most MAX_ROWS per window
 # (apikeys/rejections.py); 0 records every attempt.
@@ -212,6 +221,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "audit.verify_chain",
         "schedule": 3600.0,
         "options": {"expires": 3000},
+    },
+    "audit-witness-current-head": {
+        "task": "audit.witness_current_head",
+        "schedule": 300.0,
+        "options": {"expires": 240},
     },
     "fleet-reconcile-all": {
         "task": "fleet.reconcile_all",

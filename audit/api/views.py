@@ -7,10 +7,12 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from audit.actor import Actor
 from audit.export import FORMATS, stream_with_manifest
 from audit.models import AuditEvent
 from audit.selectors import FILTER_NAMES, apply_filters, events_visible_to
-from audit.verify import verify_chain
+from audit.services import issue_manifest
+from audit.verify import verify_trail
 from controlplane.api.pagination import NewestFirstCursorPagination
 from tenants.access import Principal, has_perm, visible_tenants
 from tenants.roles import Perm
@@ -71,7 +73,10 @@ class AuditExportView(APIView):
 
 
 class AuditExportManifestView(APIView):
-    """The signed manifest of the export with the same parameters (computed by streaming it)."""
+    """The signed manifest of the export with the same parameters (computed by streaming it).
+
+    Each manifest names the previous one and the chain head, and its issue is recorded in the chain.
+    """
 
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=list(FORMATS))] + FILTER_PARAMETERS,
                    responses={200: OpenApiTypes.OBJECT})
@@ -80,16 +85,45 @@ class AuditExportManifestView(APIView):
         chunks, builder = stream_with_manifest(events, fmt, filters)
         for _ in chunks:
             pass
-        return Response(builder.manifest())
+        return Response(issue_manifest(builder, actor=Actor.from_request(request)))
+
+
+class VerdictSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    checked = serializers.IntegerField(help_text="Rows re-hashed in order.")
+    first_bad_seq = serializers.IntegerField(allow_null=True, help_text="The first row that does not hold.")
+    reason = serializers.CharField(allow_blank=True)
+    head_seq = serializers.IntegerField(allow_null=True, help_text="The newest row of an intact chain.")
+    anchors_checked = serializers.IntegerField(
+        help_text="Rows vouched for outside the database (manifest, witness file) that the chain still holds.")
+
+
+class VerifySinceManifestSerializer(serializers.Serializer):
+    since_manifest = serializers.DictField(help_text="A signed manifest issued earlier (as /audit/export/manifest "
+                                                     "returned it): the chain must not be behind it or diverge.")
+
+
+def _verdict_response(verdict) -> Response:
+    return Response(VerdictSerializer({"ok": verdict.ok, "checked": verdict.checked,
+                                       "first_bad_seq": verdict.first_bad_seq, "reason": verdict.reason,
+                                       "head_seq": verdict.head_seq, "anchors_checked": verdict.anchors_checked}).data)
 
 
 class AuditVerifyView(APIView):
-    """Platform admins: verify the whole chain now."""
+    """Platform admins: verify the whole chain now, and that it was not rolled back behind the witness or a manifest."""
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
-    def get(self, request):
+    def _require_platform_admin(self, request):
         if not Principal.from_request(request).is_platform_admin:
             raise PermissionDenied("Only platform admins may verify the whole chain.")
-        verdict = verify_chain()
-        return Response({"ok": verdict.ok, "checked": verdict.checked,
-                         "first_bad_seq": verdict.first_bad_seq, "reason": verdict.reason})
+
+    @extend_schema(responses={200: VerdictSerializer})
+    def get(self, request):
+        self._require_platform_admin(request)
+        return _verdict_response(verify_trail())
+
+    @extend_schema(request=VerifySinceManifestSerializer, responses={200: VerdictSerializer})
+    def post(self, request):
+        self._require_platform_admin(request)
+        body = VerifySinceManifestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return _verdict_response(verify_trail(manifests=[body.validated_data["since_manifest"]]))

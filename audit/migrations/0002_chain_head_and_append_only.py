@@ -3,7 +3,8 @@ from django.db import migrations
 
 GENESIS_HASH = "0" * 64
 
-APPEND_ONLY_SQL = """
+# The trigger function on its own: migration 0003 narrows it, and restores this one when reversed.
+APPEND_ONLY_FUNCTION_SQL = """
 CREATE OR REPLACE FUNCTION audit_event_append_only() RETURNS trigger AS $$
 BEGIN
     -- Retention pruning (and test-database teardown) opt in explicitly for their transaction.
@@ -15,6 +16,8 @@ BEGIN
     RAISE EXCEPTION 'audit events are append-only: %% is not allowed on audit_auditevent', TG_OP;
 END;
 $$ LANGUAGE plpgsql;
+"""
+APPEND_ONLY_SQL = APPEND_ONLY_FUNCTION_SQL + """
 CREATE TRIGGER audit_event_no_update_or_delete
     BEFORE UPDATE OR DELETE ON audit_auditevent
     FOR EACH ROW EXECUTE FUNCTION audit_event_append_only();

@@ -1,4 +1,5 @@
-"""Audit trail filters (dates are whole UTC days)."""
+"""Audit trail filters (dates are whole UTC days), and the manifest a verification starts from."""
+import json
 from datetime import datetime, time, timedelta, timezone
 
 from django import forms
@@ -21,3 +22,24 @@ class AuditFilterForm(forms.Form):
         if data.get("until"):
             found["until"] = datetime.combine(data["until"] + timedelta(days=1), time(), timezone.utc).isoformat()
         return found
+
+
+class SinceManifestForm(forms.Form):
+    """An export manifest held outside the database: the chain must not be behind it."""
+
+    MAX_BYTES = 64 * 1024  # a manifest is well under 2 KB
+
+    manifest = forms.FileField(label="Signed manifest (.manifest.json)",
+                               help_text="One you downloaded earlier: proves the trail was not rolled back since.")
+
+    def clean_manifest(self) -> dict:
+        upload = self.cleaned_data["manifest"]
+        if upload.size > self.MAX_BYTES:
+            raise forms.ValidationError("That file is too large to be a manifest.")
+        try:
+            manifest = json.loads(upload.read().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise forms.ValidationError("That file is not a JSON manifest.") from None
+        if not isinstance(manifest, dict):
+            raise forms.ValidationError("That file is not a JSON manifest.")
+        return manifest

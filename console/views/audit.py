@@ -1,4 +1,5 @@
 """Audit trail: filters, pages of events, CSV/JSONL export with its signed manifest, chain verification."""
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -6,11 +7,13 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from rest_framework.exceptions import ValidationError as ApiValidationError
 
+from audit.actor import Actor
 from audit.export import FORMATS, stream_with_manifest
 from audit.selectors import apply_filters, events_visible_to
-from audit.verify import verify_chain
+from audit.services import issue_manifest
+from audit.verify import verify_trail
 from console.access import principal_of, require_platform_admin, sees_audit, tenants_with
-from console.forms.audit import AuditFilterForm
+from console.forms.audit import AuditFilterForm, SinceManifestForm
 from console.views.common import error_text
 from tenants.roles import Perm
 
@@ -81,13 +84,19 @@ def audit_manifest(request):
     chunks, builder = stream_with_manifest(events, fmt, filters)
     for _ in chunks:
         pass
-    response = HttpResponse(json.dumps(builder.manifest(), indent=2), content_type="application/json")
+    manifest = issue_manifest(builder, actor=Actor.from_request(request))
+    response = HttpResponse(json.dumps(manifest, indent=2), content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="switchyard-audit.{fmt}.manifest.json"'
     return response
 
 
 @login_required
 def audit_verify(request):
-    """Platform admins: walk the whole chain now and show the verdict."""
+    """Platform admins: walk the whole chain now (and check it against the witness, or an uploaded manifest)."""
     require_platform_admin(request, hide=True)
-    return render(request, "console/audit_verify.html", {"verdict": verify_chain()})
+    form = SinceManifestForm(request.POST, request.FILES) if request.method == "POST" else SinceManifestForm()
+    manifests = [form.cleaned_data["manifest"]] if form.is_bound and form.is_valid() else []
+    verdict = verify_trail(manifests=manifests)
+    return render(request, "console/audit_verify.html", {
+        "verdict": verdict, "form": form, "since_manifest": manifests[0] if manifests else None,
+        "witness_file": settings.SWITCHYARD_AUDIT_WITNESS_FILE})

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 
-from audit.export import EXPORT_FIELDS, sign_manifest
+from audit.export import EXPORT_FIELDS, manifest_digest, sign_manifest
 from audit.models import AuditEvent
 from tests.audit.bulk_chain import bulk_chain
 from tests.conftest import bearer
@@ -134,7 +134,8 @@ def _verify(out: Path, manifest_path: Path | None = None) -> None:
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
 def test_command_writes_file_and_signed_manifest_that_verify(alice, bob, tmp_path, fmt):
     out, manifest = _export(tmp_path, fmt)
-    events = list(AuditEvent.objects.order_by("seq"))
+    *events, issue = AuditEvent.objects.order_by("seq")  # issuing the manifest is the newest event
+    assert issue.action == "audit.manifest_issue" and issue.after["manifest_sha256"] == manifest_digest(manifest)
     assert manifest["row_count"] == len(events) and manifest["format"] == fmt
     assert (manifest["first_seq"], manifest["last_seq"]) == (events[0].seq, events[-1].seq)
     assert manifest["final_chain_hash"] == events[-1].hash
@@ -192,9 +193,14 @@ def _peak_rss_growth(run) -> int:
     return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024  # Linux reports KiB
 
 
-def _feed(digest, chunks) -> None:
+def _feed(digest, chunks, limit: int) -> bytes:
+    """Hash the first `limit` bytes of the stream; return what follows them (kept: it is small)."""
+    seen, rest = 0, []
     for chunk in chunks:
-        digest.update(chunk)
+        digest.update(chunk[:max(0, limit - seen)])
+        rest.append(chunk[max(0, limit - seen):])
+        seen += len(chunk)
+    return b"".join(rest)
 
 
 @pytest.mark.slow
@@ -210,10 +216,11 @@ def test_100k_events_export_in_bounded_memory(charlie, api, tmp_path, monkeypatc
     assert size > 30_000_000 and growth < size / 3, (growth, size)  # 100k model instances would dwarf the file
     assert iterations and all(kw.get("chunk_size") for kw in iterations)  # rows come from a chunked cursor
     manifest = json.loads(Path(f"{out}.manifest.json").read_text())
-    assert manifest["row_count"] == AuditEvent.objects.count() and manifest["row_count"] > BIG
+    assert manifest["row_count"] == AuditEvent.objects.count() - 1 and manifest["row_count"] > BIG  # + its issue
     _verify(out)
     response = api.get(EXPORT)
     assert isinstance(response, StreamingHttpResponse)
-    digest = hashlib.sha256()
-    growth = _peak_rss_growth(lambda: _feed(digest, response.streaming_content))
+    digest, rest = hashlib.sha256(), []
+    growth = _peak_rss_growth(lambda: rest.append(_feed(digest, response.streaming_content, size)))
     assert digest.hexdigest() == manifest["file_sha256"] and growth < size / 3, growth
+    assert json.loads(rest[0])["action"] == "audit.manifest_issue"  # the one row newer than the command's file

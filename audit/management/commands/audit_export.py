@@ -5,13 +5,16 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from rest_framework.exceptions import ValidationError
 
+from audit.actor import Actor
 from audit.export import FORMATS, stream_with_manifest
 from audit.models import AuditEvent
 from audit.selectors import FILTER_NAMES, apply_filters
+from audit.services import issue_manifest
 
 
 class Command(BaseCommand):
-    help = "Export the audit trail to OUT (streamed) and write OUT.manifest.json beside it."
+    help = ("Export the audit trail to OUT (streamed) and write OUT.manifest.json beside it: signed, naming the "
+            "previous manifest and the chain head, and recorded in the chain.")
 
     def add_arguments(self, parser):
         parser.add_argument("out")
@@ -30,5 +33,7 @@ class Command(BaseCommand):
             for chunk in chunks:
                 handle.write(chunk)
         manifest_path = Path(f"{out}.manifest.json")
-        manifest_path.write_text(json.dumps(builder.manifest(), indent=2) + "\n")
-        self.stdout.write(f"exported {builder.row_count} events to {out}; manifest {manifest_path}")
+        manifest = issue_manifest(builder, actor=Actor.system("manage.py audit_export"))
+        manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
+        self.stdout.write(f"exported {builder.row_count} events to {out}; manifest #{manifest['manifest_seq']} "
+                          f"{manifest_path}")
