@@ -2,13 +2,42 @@
 
 Like `asyncio.to_thread`, but bounded (the database sees at most `size` gateway connections)
 and closable: Django connections are per thread, so shutdown closes them in every worker.
+`request()` is for work a request waits on: a database that is away (down, restarting, locked)
+becomes the OpenAI-shaped 503 `service_unavailable` instead of an exception, so every database
+touch on the request path degrades the same way (docs/errors.md).
 """
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
+import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
+
+from gateway import errors
+
+log = logging.getLogger("gateway.db")
+
+
+def database_unavailable(error: BaseException) -> bool:
+    """Is this the database being away (unreachable, restarting, locked, connection lost) rather than
+    something wrong with what was sent? The first is retried later; the second never succeeds as is."""
+    from django.db import InterfaceError, OperationalError
+
+    driver_error = error.__cause__ if isinstance(error, (OperationalError, InterfaceError)) else error
+    try:
+        import psycopg
+    except ImportError:  # SQLite-only installs
+        psycopg = None
+    # PostgreSQL files "program limit exceeded" (a row too big for an index, say) under operational
+    # errors, yet it is about the row: retrying it later would fail the same way forever.
+    if psycopg is not None and isinstance(driver_error, psycopg.errors.ProgramLimitExceeded):
+        return False
+    if isinstance(error, (OperationalError, InterfaceError, sqlite3.OperationalError, sqlite3.InterfaceError)):
+        return True
+    # Raw driver errors too: the usage COPY runs on psycopg's own cursor, outside Django's wrapping.
+    return psycopg is not None and isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError))
 
 
 class DatabaseThreads:
@@ -21,6 +50,16 @@ class DatabaseThreads:
     async def run(self, func, *args):
         """Await func(*args) in a worker thread."""
         return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(func, *args))
+
+    async def request(self, func, *args):
+        """`run`, for a request: the database being away raises `errors.database_unavailable()` (503)."""
+        try:
+            return await self.run(func, *args)
+        except Exception as error:
+            if database_unavailable(error):
+                log.warning("database unavailable on the request path: %s", type(error).__name__)
+                raise errors.database_unavailable() from error
+            raise
 
     async def close(self) -> None:
         """Close every worker's connection, then stop the pool."""
