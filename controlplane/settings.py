@@ -77,6 +77,10 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+    # An unreachable host (not a refused port) would otherwise hold a connection attempt for minutes:
+    # the gateway's cold key lookups answer 503 and its usage goes to the spool after this long instead.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env_int("SWITCHYARD_DATABASE_CONNECT_TIMEOUT", 5, minimum=1, maximum=600))
 else:
     DATABASES = {
         "default": {
@@ -86,7 +90,10 @@ else:
             # chain's read-last-then-append cannot interleave between processes. WAL lets the
             # console, gateway and worker read while one of them writes, and commits without
             # creating and deleting a journal file each time; connections are kept like PostgreSQL's.
-            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20,
+            # timeout: how long a write waits for another process's write lock before it fails (the
+            # gateway then spools its usage: docs/usage-and-cost.md).
+            "OPTIONS": {"transaction_mode": "IMMEDIATE",
+                        "timeout": env_float("SWITCHYARD_SQLITE_TIMEOUT", 20.0),
                         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"},
             "CONN_MAX_AGE": 60,
         }
