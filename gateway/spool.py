@@ -25,7 +25,7 @@ spool directory (`SWITCHYARD_GATEWAY_USAGE_SPOOL_DIR`, default `var/usage-spool/
 
 The **dead letter** (`dead-letter.jsonl` in the same directory, bounded by the same size) holds the
 rare event the database refused even alone (a split batch's last row): the event, its request id and
-the error's type, never dropped silently. `manage.py usage_spool --replay-dead-letter` retries them.
+the error's type, never dropped silently. `manage.py usage_spool --retry-dead-letter` retries them.
 """
 from __future__ import annotations
 
@@ -236,16 +236,52 @@ class DeadLetter:
                           separators=(",", ":")).encode("ascii") + b"\n"
         if self.size() + len(line) > self.max_bytes:
             return False
-        # O_APPEND: each line lands whole at the end, whichever process writes it.
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = self._open_current()
         try:
-            _append(fd, line)
+            _append(fd, line)  # O_APPEND: each line lands whole at the end, whichever process writes it
         finally:
             os.close(fd)
         return True
 
+    def _open_current(self) -> int:
+        """The dead letter, opened and locked; reopened if `take` moved it away meanwhile."""
+        while True:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if os.fstat(fd).st_ino == os.stat(self.path).st_ino:
+                    return fd
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+
+    def take(self) -> tuple[list[dict], list[Path]]:
+        """Every set-aside event, moved out of the file new ones go to (`manage.py usage_spool
+        --retry-dead-letter`): the events, and the taken files to delete once each is stored or set aside again.
+        Files a crashed earlier take left behind are taken again."""
+        if self.path.exists():
+            os.rename(self.path, self.path.with_name(f"{self.path.stem}.{time.time_ns()}.taken"))
+        taken = sorted(self.path.parent.glob(f"{self.path.stem}.*.taken"))
+        events = []
+        for path in taken:
+            with open(path, "rb") as file:
+                fcntl.flock(file, fcntl.LOCK_EX)  # an append that opened it before the rename is done
+                for line in file:
+                    kept = decode_event(json.dumps(json.loads(line)["event"]).encode()) if line.strip() else None
+                    if kept is not None:
+                        events.append(kept)
+        return events, taken
+
     def size(self) -> int:
         try:
             return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def count(self) -> int:
+        """How many events the dead letter holds."""
+        try:
+            with open(self.path, "rb") as file:
+                return sum(1 for line in file if line.strip())
         except FileNotFoundError:
             return 0
