@@ -20,24 +20,35 @@ from gateway import errors
 log = logging.getLogger("gateway.db")
 
 
+def _driver_errors() -> tuple[tuple, tuple]:
+    """psycopg's (away, about the row) classes beyond its OperationalError/InterfaceError; () without it."""
+    try:
+        from psycopg import errors
+    except ImportError:  # SQLite-only installs
+        return (), ()
+    # Away: the database refuses every write, not this one — a standby after a failover (read-only), a
+    # schema or grant not in place yet. Splitting such a batch would only set every event aside.
+    away = (errors.OperationalError, errors.InterfaceError, errors.ReadOnlySqlTransaction, errors.UndefinedTable,
+            errors.UndefinedColumn, errors.InsufficientPrivilege)
+    # About the row, though PostgreSQL files it under operational errors (an index row too big, say):
+    # retrying it later would fail the same way forever.
+    return away, (errors.ProgramLimitExceeded,)
+
+
+_DRIVER_AWAY, _DRIVER_ROW = _driver_errors()
+_SQLITE_AWAY = (sqlite3.OperationalError, sqlite3.InterfaceError)
+
+
 def database_unavailable(error: BaseException) -> bool:
     """Is this the database being away (unreachable, restarting, locked, connection lost) rather than
     something wrong with what was sent? The first is retried later; the second never succeeds as is."""
-    from django.db import InterfaceError, OperationalError
+    from django.db import Error, InterfaceError, OperationalError
 
-    driver_error = error.__cause__ if isinstance(error, (OperationalError, InterfaceError)) else error
-    try:
-        import psycopg
-    except ImportError:  # SQLite-only installs
-        psycopg = None
-    # PostgreSQL files "program limit exceeded" (a row too big for an index, say) under operational
-    # errors, yet it is about the row: retrying it later would fail the same way forever.
-    if psycopg is not None and isinstance(driver_error, psycopg.errors.ProgramLimitExceeded):
+    # Django wraps the driver's error (its __cause__); the usage COPY runs on psycopg's own cursor, unwrapped.
+    driver = error.__cause__ if isinstance(error, Error) and error.__cause__ is not None else error
+    if isinstance(driver, _DRIVER_ROW):
         return False
-    if isinstance(error, (OperationalError, InterfaceError, sqlite3.OperationalError, sqlite3.InterfaceError)):
-        return True
-    # Raw driver errors too: the usage COPY runs on psycopg's own cursor, outside Django's wrapping.
-    return psycopg is not None and isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError))
+    return isinstance(error, (OperationalError, InterfaceError, *_SQLITE_AWAY)) or isinstance(driver, _DRIVER_AWAY)
 
 
 class DatabaseThreads:

@@ -80,3 +80,16 @@ def test_an_unknown_tenant_while_the_database_is_away_is_a_503_not_tenant_requir
 
     refused = _run(ask)
     assert (refused.status, refused.code) == (503, "service_unavailable")
+
+
+def test_a_database_that_refuses_every_write_is_away_not_a_reason_to_set_rows_aside():
+    """A standby after a failover, a table or grant not there yet: no event of the batch could be stored."""
+    from django.db import InternalError, ProgrammingError
+
+    for driver, wrapper in ((psycopg.errors.ReadOnlySqlTransaction("read-only transaction"), InternalError),
+                            (psycopg.errors.UndefinedTable("relation does not exist"), ProgrammingError),
+                            (psycopg.errors.InsufficientPrivilege("permission denied"), ProgrammingError)):
+        wrapped = wrapper(str(driver))
+        wrapped.__cause__ = driver
+        assert database_unavailable(driver) and database_unavailable(wrapped), driver
+    assert not database_unavailable(psycopg.ProgrammingError("cannot adapt type 'object'"))
