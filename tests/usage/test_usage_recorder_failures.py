@@ -57,6 +57,17 @@ def _recorder(db, tmp_path, database: Database, **options) -> UsageRecorder:
                          **options)
 
 
+def _record_and_flush(tmp_path, rows: list, database: "Database", **options) -> UsageRecorder:
+    """A recorder that takes `rows` and flushes once (as its task does every second)."""
+    async def main(db):
+        recorder = _recorder(db, tmp_path, database, **options)
+        for row in rows:
+            recorder.record(row)
+        await recorder.flush()
+        return recorder
+    return _run(main)
+
+
 def _run(coroutine_function):
     """Run with the gateway's database threads, closed afterwards (their connections too)."""
     async def main():
@@ -80,15 +91,8 @@ def test_a_row_the_database_refuses_is_set_aside_and_the_rest_of_its_batch_store
     rows = _rows(tenant_a, 64)
     rows[37][5] = object()  # no driver adapts it: the database refuses this row whatever else is in the batch
 
-    async def main(db):
-        recorder = _recorder(db, tmp_path, Database(away=False), batch_size=64)
-        for row in rows:
-            recorder.record(row)
-        await recorder.flush()
-        return recorder
-
     with caplog.at_level(logging.INFO, logger="gateway.metering"):
-        recorder = _run(main)
+        recorder = _record_and_flush(tmp_path, rows, Database(away=False), batch_size=64)
     assert _stored_ids() == sorted(f"req-{i:04d}" for i in range(64) if i != 37)
     assert (recorder.set_aside, recorder.lost) == (1, 0)
     assert _counter(recorder._metrics, "switchyard_gateway_usage_set_aside_total") == 1
@@ -167,15 +171,9 @@ def test_what_does_not_fit_in_a_full_spool_is_counted_lost_never_silently(tenant
     rows = _rows(tenant_a, 10)
     one_event = len(encode_events(rows[:1]))
 
-    async def main(db):
-        recorder = _recorder(db, tmp_path, Database(), spool=UsageSpool(tmp_path / "spool", int(one_event * 3.5)))
-        for row in rows:
-            recorder.record(row)
-        await recorder.flush()
-        return recorder
-
     with caplog.at_level(logging.ERROR, logger="gateway.metering"):
-        recorder = _run(main)
+        recorder = _record_and_flush(tmp_path, rows, Database(),
+                                     spool=UsageSpool(tmp_path / "spool", int(one_event * 3.5)))
     assert (recorder.spooled, recorder.lost) == (3, 7)
     assert _counter(recorder._metrics, "switchyard_gateway_usage_lost_total", reason="spool_full") == 7
     assert any("lost 7 usage events (spool_full)" in record.getMessage() for record in caplog.records)
@@ -189,12 +187,7 @@ def test_a_torn_last_line_from_a_crash_is_counted_and_the_rest_replayed(tenant_a
         file.write(b'{"request_id": "req-torn", "occurred_')  # the append a crash cut short
     spool.release()
 
-    async def main(db):
-        recorder = _recorder(db, tmp_path, Database(away=False))
-        await recorder.flush()
-        return recorder
-
-    recorder = _run(main)
+    recorder = _record_and_flush(tmp_path, [], Database(away=False))
     assert _stored_ids() == sorted(row[0] for row in rows)
     assert (recorder.replayed, recorder.lost) == (5, 1)
     assert _counter(recorder._metrics, "switchyard_gateway_usage_lost_total", reason="torn_spool_line") == 1
