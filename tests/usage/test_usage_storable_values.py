@@ -108,3 +108,16 @@ def test_storable_text_escapes_only_what_no_database_takes(value, stored):
     assert storable_text(value) == stored
     stored.encode("utf-8")  # and the result always encodes
     assert "\x00" not in stored
+
+
+@pytest.mark.parametrize("request_id", ["x\x00y", "x\ud800y"])
+def test_feedback_for_a_request_id_no_database_can_hold_is_a_validation_error(tenant_a, request_id):
+    """PostgreSQL refused the NUL inside the lookup (a 500 on /v1/feedback); SQLite stored the NUL id."""
+    from django.core.exceptions import ValidationError
+
+    from usage.models import CompletionFeedback
+    from usage.services import record_feedback
+
+    with pytest.raises(ValidationError):
+        record_feedback(request_id, True, tenant=tenant_a)
+    assert not CompletionFeedback.objects.exists()
