@@ -50,7 +50,6 @@ def test_a_postgresql_outage_loses_no_usage_and_answers_503_where_the_database_i
         during.append(call(url, install.key, {**body, "model": "x\u0000y"}))  # a metered 404, too
         cold = call(url, install.cold_key, body)
         feedback = call(url, install.key, {"request_id": metered[0], "accepted": True}, "/v1/feedback")
-        print("during the outage:", sorted(r.status_code for r in during))
         assert sum(r.status_code == 200 for r in during) >= 1  # cached keys are still served
         for response in during:
             if response.status_code not in (200, 404):  # a worker that had not cached the key
@@ -64,7 +63,6 @@ def test_a_postgresql_outage_loses_no_usage_and_answers_503_where_the_database_i
                 assert_unavailable(response)
     finally:
         stop(gateway, grace=30)  # each worker's last flush spools what it still held
-    print("spooled segments:", install.spool_segments())
     assert install.spool_segments()
 
     restarted, url = install.start_gateway()  # during the outage: it starts, and says why it cannot serve
