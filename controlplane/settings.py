@@ -78,6 +78,10 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+    # An unreachable host (not a refused port) would otherwise hold a connection attempt for minutes:
+    # the gateway's cold key lookups answer 503 and its usage goes to the spool after this long instead.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env_int("SWITCHYARD_DATABASE_CONNECT_TIMEOUT", 5, minimum=1, maximum=600))
 else:
     DATABASES = {
         "default": {
@@ -87,7 +91,10 @@ else:
             # chain's read-last-then-append cannot interleave between processes. WAL lets the
             # console, gateway and worker read while one of them writes, and commits without
             # creating and deleting a journal file each time; connections are kept like PostgreSQL's.
-            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20,
+            # timeout: how long a write waits for another process's write lock before it fails (the
+            # gateway then spools its usage: docs/usage-and-cost.md).
+            "OPTIONS": {"transaction_mode": "IMMEDIATE",
+                        "timeout": env_float("SWITCHYARD_SQLITE_TIMEOUT", 20.0),
                         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"},
             "CONN_MAX_AGE": 60,
         }
@@ -280,6 +287,10 @@ SWITCHYARD_GATEWAY_KEY_CACHE_SIZE = env_int("SWITCHYARD_GATEWAY_KEY_CACHE_SIZE",
 SWITCHYARD_GATEWAY_NEGATIVE_KEY_TTL = env_float("SWITCHYARD_GATEWAY_NEGATIVE_KEY_TTL", 2.0)
 SWITCHYARD_GATEWAY_USAGE_FLUSH_SECONDS = env_float("SWITCHYARD_GATEWAY_USAGE_FLUSH_SECONDS", 1.0)
 SWITCHYARD_GATEWAY_USAGE_BATCH = env_int("SWITCHYARD_GATEWAY_USAGE_BATCH", 500, minimum=1)
+# Usage events the gateway could not write (the database away) wait here, shared by every gateway process
+# of the install; the dead letter holds the rare event the database refused (docs/usage-and-cost.md).
+SWITCHYARD_GATEWAY_USAGE_SPOOL_DIR = env_str("SWITCHYARD_GATEWAY_USAGE_SPOOL_DIR", str(VAR_DIR / "usage-spool"))
+SWITCHYARD_GATEWAY_USAGE_SPOOL_MAX_BYTES = env_int("SWITCHYARD_GATEWAY_USAGE_SPOOL_MAX_BYTES", 1024 ** 3, minimum=0)
 SWITCHYARD_GATEWAY_QUEUE_INFLIGHT_PER_INSTANCE = env_int("SWITCHYARD_GATEWAY_QUEUE_INFLIGHT_PER_INSTANCE", 64, minimum=1)
 SWITCHYARD_GATEWAY_QUEUE_MAX = env_int("SWITCHYARD_GATEWAY_QUEUE_MAX", 1000, minimum=0)
 SWITCHYARD_GATEWAY_QUEUE_MAX_PER_TENANT = env_int("SWITCHYARD_GATEWAY_QUEUE_MAX_PER_TENANT", 100, minimum=0)

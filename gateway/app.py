@@ -13,6 +13,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -21,7 +22,7 @@ from gateway import errors
 from gateway.auth import authenticate, current_tenant
 from gateway.balancer import Balancer
 from gateway.config import GatewayConfig
-from gateway.dbthreads import DatabaseThreads
+from gateway.dbthreads import DatabaseThreads, database_unavailable
 from gateway.dedup import DedupCache
 from gateway.feedback import handle_feedback
 from gateway.http import JSON_HEADERS, request_ids, send_error, send_plain_error, send_response
@@ -36,6 +37,7 @@ from gateway.resp import PipelinedRedis
 from gateway.refresher import SnapshotRefresher, load_current
 from gateway.snapshot import Snapshot
 from gateway.snapshot_loader import load_key
+from gateway.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
 from gateway.upstream import UpstreamClient
 
 log = logging.getLogger("gateway")
@@ -123,13 +125,17 @@ class GatewayApp:
         await send_response(send, 200, body, [*JSON_HEADERS, *ids])
 
     async def _metrics(self, send, ids: list) -> None:
-        self.metrics.usage_pending.set(self.state.recorder.pending)
+        self.state.recorder.export_gauges()
         await send_response(send, 200, self.metrics.render(),
                             [(b"content-type", CONTENT_TYPE_LATEST.encode()), *ids])
 
     async def _healthz(self, send, ids: list) -> None:
         age = time.monotonic() - self.state.snapshot.loaded_at
-        body = json.dumps({"status": "ok", "snapshot_age_seconds": round(age, 3), "worker_pid": os.getpid()}).encode()
+        state = self.state
+        body = json.dumps({"status": "ok", "snapshot_age_seconds": round(age, 3), "worker_pid": os.getpid(),
+                           # False after a start-up without the database, until it returns.
+                           "snapshot_loaded": state.snapshot.version != (),
+                           "usage_database_away": state.recorder.database_away}).encode()
         await send_response(send, 200, body, [*JSON_HEADERS, *ids])
 
     async def _lifespan(self, receive, send) -> None:
@@ -153,7 +159,14 @@ class GatewayApp:
         self.state = state = self._build_state()
         self.refresher = SnapshotRefresher(state, self.config.refresh_seconds)
         state.refresh_now = self.refresher.refresh_now
-        self.refresher.install(await load_current(state.db, self.config.default_user_rpm))
+        try:
+            self.refresher.install(await load_current(state.db, self.config.default_user_rpm))
+        except Exception as error:
+            if not database_unavailable(error):
+                raise
+            # Up anyway: requests get 503 service_unavailable (not refused connections) until the
+            # refresher loads the first snapshot, and the usage writer replays what was spooled.
+            log.error("database unavailable at start-up (%s); answering 503 until it returns", type(error).__name__)
         self._inference = InferenceHandler(state)
         self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),
                        asyncio.create_task(state.recorder.run(), name="gateway-usage-writer")]
@@ -176,15 +189,21 @@ class GatewayApp:
         balancer = Balancer(self.metrics, eject_after=config.eject_after_failures)
         return GatewayState(
             config=config, metrics=self.metrics,
-            keys=KeyCache(lambda key_hash: db.run(load_key, key_hash),
+            keys=KeyCache(lambda key_hash: db.request(load_key, key_hash),
                           size=config.key_cache_size, negative_ttl=config.negative_key_ttl),
             balancer=balancer,
             limiter=Limiter(redis, self.metrics, prefix=config.limits_prefix),
-            recorder=UsageRecorder(self._usage_writer, run_in_thread=db.run, flush_seconds=config.usage_flush_seconds,
-                                   batch_size=config.usage_batch),
+            recorder=self._recorder(db),
             upstream=upstream, timeouts=timeouts, redis=redis, db=db,
             queues=PoolQueues(config, self.metrics, balancer),
             dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=config.dedup_prefix))
+
+    def _recorder(self, db: DatabaseThreads) -> UsageRecorder:
+        config = self.config
+        spool = UsageSpool(config.usage_spool_dir, config.usage_spool_max_bytes) if config.usage_spool_max_bytes else None
+        dead_letter = DeadLetter(Path(config.usage_spool_dir) / DEAD_LETTER_NAME, config.usage_spool_max_bytes)
+        return UsageRecorder(self._usage_writer, run_in_thread=db.run, flush_seconds=config.usage_flush_seconds,
+                             batch_size=config.usage_batch, spool=spool, dead_letter=dead_letter, metrics=self.metrics)
 
     async def shutdown(self) -> None:
         """Stop the tasks, write every buffered usage event, close the clients."""
@@ -194,6 +213,7 @@ class GatewayApp:
         if self.state is None:
             return
         await self.state.recorder.flush()
+        self.state.recorder.close()
         await self.state.upstream.close()
         await self.state.redis.aclose()
         await self.state.db.close()

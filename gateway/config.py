@@ -22,6 +22,8 @@ class GatewayConfig:
     negative_key_ttl: float = 2.0
     usage_flush_seconds: float = 1.0
     usage_batch: int = 500
+    usage_spool_dir: str = "var/usage-spool"  # usage events while the database is away, and the dead letter
+    usage_spool_max_bytes: int = 1024 ** 3  # the spool's bound (the dead letter's too); 0 turns the spool off
     default_user_rpm: int = 120
     queue_inflight_per_instance: int = 64  # this gateway's requests per engine before a pool counts as saturated
     queue_max: int = 1000  # requests waiting per pool

@@ -107,3 +107,9 @@ def queue_full(scope: str) -> GatewayError:
 def queue_timeout(model: str) -> GatewayError:
     return GatewayError(503, "queue_timeout", f"'{model}' stayed at capacity while the request waited; retry later.",
                         [(b"retry-after", b"1")])
+
+
+def database_unavailable() -> GatewayError:
+    return GatewayError(503, "service_unavailable",
+                        "The gateway cannot reach its database to answer this request right now; retry shortly.",
+                        [(b"retry-after", b"2")])

@@ -50,7 +50,7 @@ async def handle_feedback(state, scope: dict, receive, send) -> None:
         key = await authenticate(scope, state.keys)
         tenant = await current_tenant(state, key)
         target, accepted = parse_feedback(await read_body(scope, receive, MAX_FEEDBACK_BODY))
-        await state.db.run(save_feedback, tenant.id, target, accepted)
+        await state.db.request(save_feedback, tenant.id, target, accepted)  # 503 while the database is away
     except errors.GatewayError as error:
         return await send_error(send, error, ids)
     except ClientGone:

@@ -13,6 +13,26 @@ MAX_CACHED_SERIES = 10_000  # cached children per label set; cleared (not the se
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
+# The usage writer's series beyond the buffer (docs/usage-and-cost.md, "When the database is away"):
+# (attribute, kind, name, help, labels).
+USAGE_WRITER_SERIES = (
+    ("usage_spooled", Counter, "switchyard_gateway_usage_spooled",
+     "Usage events written to the local spool while the database was away.", ()),
+    ("usage_replayed", Counter, "switchyard_gateway_usage_replayed",
+     "Spooled usage events written to the database (by this process).", ()),
+    ("usage_spool_bytes", Gauge, "switchyard_gateway_usage_spool_bytes",
+     "Bytes in the install's usage spool (every process's segments).", ()),
+    ("usage_spool_segments", Gauge, "switchyard_gateway_usage_spool_segments",
+     "Segment files in the install's usage spool.", ()),
+    ("usage_database_away", Gauge, "switchyard_gateway_usage_database_away",
+     "1 while this process's usage writes find the database unavailable.", ()),
+    ("usage_set_aside", Counter, "switchyard_gateway_usage_set_aside",
+     "Usage events the database refused even alone, kept in the dead letter.", ()),
+    ("usage_lost", Counter, "switchyard_gateway_usage_lost",
+     "Usage events that could be neither stored nor kept (spool full or failing, dead letter full).", ("reason",)),
+)
+
+
 class GatewayMetrics:
     """Every series the gateway exports; `render()` is the /metrics body."""
 
@@ -40,6 +60,8 @@ class GatewayMetrics:
                                       registry=registry)
         self.usage_pending = Gauge("switchyard_gateway_usage_buffered", "Usage events waiting to be written.",
                                    registry=registry)
+        for attribute, kind, name, text, labels in USAGE_WRITER_SERIES:
+            setattr(self, attribute, kind(name, text, list(labels), registry=registry))
         self.queue_depth = Gauge("switchyard_gateway_queue_depth", "Requests waiting for a saturated pool.",
                                  ["tenant"], registry=registry)
         self.queue_wait = Histogram("switchyard_gateway_queue_wait_seconds", "Time spent waiting in a pool's queue.",

@@ -1,7 +1,8 @@
 """Keeping the snapshot current: poll a cheap version marker, reload everything when it moves.
 
 The ORM runs in the gateway's database threads (`gateway.dbthreads`), never on the event loop. If the
-database is unreachable the gateway keeps serving its last snapshot and keeps polling.
+database is unreachable the gateway keeps serving its last snapshot and keeps polling; one that
+starts while the database is away serves 503s (`service_unavailable`) until its first snapshot loads.
 """
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import asyncio
 import logging
 import time
 
+from gateway import errors
+from gateway.dbthreads import database_unavailable
 from gateway.snapshot_loader import load_snapshot, version_marker
 
 log = logging.getLogger("gateway.refresher")
@@ -32,15 +35,26 @@ class SnapshotRefresher:
         self._last_probe = 0.0
         self._on_demand: asyncio.Future | None = None
         self._last_on_demand = 0.0
+        self._failing = False
 
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
             try:
                 await self.refresh_once()
-            except Exception:
-                log.exception("snapshot refresh failed; serving the previous snapshot")
+            except Exception as error:
+                self._refresh_failed(error)
+            else:
+                self._failing = False
             await self._probe_ejected()
+
+    def _refresh_failed(self, error: Exception) -> None:
+        if not database_unavailable(error):
+            log.exception("snapshot refresh failed; serving the previous snapshot")
+        elif not self._failing:  # once per outage, not every 0.3 s
+            log.error("database unavailable (%s); serving the previous snapshot until it returns",
+                      type(error).__name__)
+        self._failing = True
 
     async def refresh_once(self) -> bool:
         """Reload if the marker moved; True when a new snapshot was swapped in."""
@@ -57,13 +71,20 @@ class SnapshotRefresher:
     async def refresh_now(self) -> bool:
         """Refresh at once, for a request that found something newer than the snapshot (a tenant
         created since the last poll). Concurrent callers share one refresh; after one, the next
-        waits out `ON_DEMAND_GAP_SECONDS`, so keys of unknown tenants cannot hammer the database."""
+        waits out `ON_DEMAND_GAP_SECONDS`, so keys of unknown tenants cannot hammer the database.
+
+        With the database away the request cannot be decided (its tenant is unknown here, not
+        known to be missing): `errors.database_unavailable()`, the 503 every request-path database
+        touch answers (gateway/dbthreads.py)."""
         if self._on_demand is None:
             self._on_demand = asyncio.ensure_future(self._refresh_on_demand())
         try:
             return await asyncio.shield(self._on_demand)
-        except Exception:
-            return False  # the database may be away: the caller decides on the snapshot it has
+        except Exception as error:
+            if database_unavailable(error):
+                raise errors.database_unavailable() from error
+            log.exception("on-demand snapshot refresh failed")
+            return False  # the caller decides on the snapshot it has
 
     async def _refresh_on_demand(self) -> bool:
         try:

@@ -13,7 +13,11 @@ most of a gateway's metering cost at thousands of requests per second). These ro
 - other backends: one executemany.
 The whole batch is one transaction (the service's, or its own when called in autocommit):
 PostgreSQL's temporary table keeps its rows only until the commit, and SQLite commits once, not per row.
-All return how many events were new, from the statements' row counts (no query before).
+All return how many events were new, from the statements' row counts.
+Every row is made storable first (`usage.storable`: NUL and lone surrogates escaped, text cut to its
+column, integers clamped to theirs), and an event of a tenant deleted since the request keeps its row
+with no tenant, as the tenant's stored events do (`on_delete=SET_NULL`): so one request's values can
+never fail the batch the gateway wrote it in with other tenants' requests.
 Events are dicts naming fields by attname (`tenant_id`) or by name (`tenant`; absent ones take
 defaults), or rows: sequences of every value in `COLUMNS` order (the gateway's, the cheapest).
 """
@@ -29,6 +33,7 @@ from django.db.models import DateTimeField
 from django.db.models.constants import OnConflict
 
 from usage.models import UsageEvent
+from usage.storable import BatchSanitizer
 
 INCOMING_TABLE = "usage_event_incoming"
 FIELDS = tuple(f for f in UsageEvent._meta.concrete_fields if not f.primary_key)
@@ -38,6 +43,8 @@ _ALL_COLUMNS = frozenset(COLUMNS)
 _KNOWN_KEYS = _ALL_COLUMNS | {f.name for f in FIELDS}
 _values_of = operator.itemgetter(*COLUMNS)
 _CACHED_AT, _PROMPT_AT = COLUMNS.index("cached_tokens"), COLUMNS.index("prompt_tokens")
+_TENANT_AT = COLUMNS.index("tenant_id")
+_make_storable = BatchSanitizer(FIELDS)
 (_DATETIME_AT,) = (i for i, f in enumerate(FIELDS) if isinstance(f, DateTimeField))  # occurred_at
 _NONE = type(None)
 # The Python types whose binary COPY stores exactly what the text COPY stores, per column type
@@ -59,6 +66,7 @@ def insert_events(events: list) -> int:
     connection = connections[router.db_for_write(UsageEvent)]
     _prepare(rows, connection)
     with transaction.atomic(using=connection.alias, savepoint=False):  # usually inside the service's already
+        _forget_deleted_tenants(rows, connection)
         if connection.vendor == "postgresql":
             return _copy_then_insert(connection, rows)
         if connection.vendor == "sqlite":
@@ -84,7 +92,8 @@ def _row_of(event: dict) -> list:
 
 
 def _prepare(rows: list[list], connection) -> None:
-    """Datetimes in the backend's storage format, and cached ⊆ prompt (in place)."""
+    """Storable values, datetimes in the backend's storage format, and cached ⊆ prompt (in place)."""
+    _make_storable(rows)
     field, utc = FIELDS[_DATETIME_AT], timezone.utc
     # UTC datetimes (the gateway's) skip Django's field preparation; its result for them is known:
     # the value itself on PostgreSQL, the naive UTC text on SQLite with the default connection time zone.
@@ -102,6 +111,23 @@ def _prepare(rows: list[list], connection) -> None:
             row[_DATETIME_AT] = field.get_db_prep_save(value, connection)
         if row[_PROMPT_AT] < row[_CACHED_AT]:
             row[_CACHED_AT] = row[_PROMPT_AT]
+
+
+def _forget_deleted_tenants(rows: list[list], connection) -> None:
+    """No tenant on rows whose tenant no longer exists (one query a batch, for its few distinct tenants).
+
+    A tenant deleted between the check and the commit still fails the batch (the foreign key is
+    checked at commit); the gateway's writer then splits it, and the retried part is checked again."""
+    wanted = {row[_TENANT_AT] for row in rows}
+    wanted.discard(None)
+    if not wanted:
+        return
+    tenants = UsageEvent._meta.get_field("tenant").related_model
+    existing = set(tenants.objects.using(connection.alias).filter(pk__in=wanted).values_list("pk", flat=True))
+    if existing != wanted:
+        for row in rows:
+            if row[_TENANT_AT] not in existing:
+                row[_TENANT_AT] = None
 
 
 def _same(value):

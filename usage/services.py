@@ -12,6 +12,7 @@ from audit.services import record_event
 from usage.ingest import OCCURRED_AT, insert_events
 from usage.models import BudgetState, CompletionFeedback, GpuPrice, Granularity, PriceUnit, RollupRun, UsageEvent
 from usage.periods import floor_hour, recompute_window_start
+from usage.storable import storable_text
 
 BUDGET_CACHE_KEY = "usage:over-budget:{}"
 
@@ -47,7 +48,9 @@ class FeedbackNotAllowed(PermissionDenied):
 @transaction.atomic
 def record_feedback(request_id: str, accepted: bool, *, tenant) -> CompletionFeedback:
     """Record whether a completion was accepted; the last answer wins (a user may change their mind)."""
-    if not request_id or len(request_id) > 64:
+    # A NUL or a lone surrogate is no stored request id (the gateway mints hex), and no database could
+    # even be asked about it: PostgreSQL refuses NUL in a query, neither driver encodes a lone surrogate.
+    if not request_id or len(request_id) > 64 or storable_text(request_id) != request_id:
         raise ValidationError({"request_id": "A request id of 1 to 64 characters."})
     event = UsageEvent.objects.filter(request_id=request_id).values("tenant_id", "occurred_at").first()
     existing = CompletionFeedback.objects.select_for_update().filter(request_id=request_id).first()

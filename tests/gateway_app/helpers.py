@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -49,6 +51,8 @@ class GatewayServer:
         from gateway.server import HttpServer
 
         overrides.setdefault("usage_flush_seconds", 0.2)
+        # A spool of its own: nothing one test's gateway spooled is replayed into another test's database.
+        overrides.setdefault("usage_spool_dir", tempfile.mkdtemp(prefix="switchyard-test-spool-"))
         run = uuid.uuid4().hex[:8]
         overrides.setdefault("limits_prefix", f"sy:test:{run}")  # counters of this test only
         overrides.setdefault("dedup_prefix", f"sy:test:{run}:dedup")  # and its cached answers
@@ -67,6 +71,7 @@ class GatewayServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=20)
+        shutil.rmtree(self.app.config.usage_spool_dir, ignore_errors=True)
 
     def models(self, raw_key: str) -> httpx.Response:
         return httpx.get(self.url + "/v1/models", headers={"authorization": f"Bearer {raw_key}"}, timeout=10)
