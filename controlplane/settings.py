@@ -178,7 +178,13 @@ SWITCHYARD_REJECTED_KEY_AUDIT_MAX_ROWS = env_int("SWITCHYARD_REJECTED_KEY_AUDIT_
 SWITCHYARD_KEY_ROTATION_GRACE_SECONDS = env_int(
     "SWITCHYARD_KEY_ROTATION_GRACE_SECONDS", 24 * 3600, minimum=0, maximum=30 * 24 * 3600)
 SWITCHYARD_DEFAULT_USER_RPM = env_int("SWITCHYARD_DEFAULT_USER_RPM", 120, minimum=1)
-SWITCHYARD_LOGIN_FAILURES_PER_15_MIN = env_int("SWITCHYARD_LOGIN_FAILURES_PER_15_MIN", 10, minimum=1)
+# Sign-in limits (console/login_throttle.py, docs/console.md): failures are counted per username and per
+# address independently within the window; reaching a limit locks that username / address for LOCK_SECONDS.
+SWITCHYARD_LOGIN_WINDOW_SECONDS = env_int("SWITCHYARD_LOGIN_WINDOW_SECONDS", 15 * 60, minimum=1, maximum=24 * 3600)
+SWITCHYARD_LOGIN_LOCK_SECONDS = env_int("SWITCHYARD_LOGIN_LOCK_SECONDS", 15 * 60, minimum=1, maximum=24 * 3600)
+SWITCHYARD_LOGIN_FAILURES_PER_USERNAME = env_int(  # the old name still works
+    "SWITCHYARD_LOGIN_FAILURES_PER_USERNAME", env_int("SWITCHYARD_LOGIN_FAILURES_PER_15_MIN", 10, minimum=1), minimum=1)
+SWITCHYARD_LOGIN_FAILURES_PER_IP = env_int("SWITCHYARD_LOGIN_FAILURES_PER_IP", 20, minimum=1)
 # Local model artifacts (paths and file: URIs) must live under this directory; relative to the repo.
 SWITCHYARD_MODEL_ROOT = (BASE_DIR / env_str("SWITCHYARD_MODEL_ROOT", str(VAR_DIR / "models"))).resolve()
 
