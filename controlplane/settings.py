@@ -203,6 +203,8 @@ SWITCHYARD_REJECTED_KEY_AUDIT_MAX_ROWS = env_int("SWITCHYARD_REJECTED_KEY_AUDIT_
 SWITCHYARD_KEY_ROTATION_GRACE_SECONDS = env_int(
     "SWITCHYARD_KEY_ROTATION_GRACE_SECONDS", 24 * 3600, minimum=0, maximum=30 * 24 * 3600)
 SWITCHYARD_DEFAULT_USER_RPM = env_int("SWITCHYARD_DEFAULT_USER_RPM", 120, minimum=1)
+# How long an invitation to join a tenant stays open (tenants.services.invite_member).
+SWITCHYARD_INVITATION_DAYS = env_int("SWITCHYARD_INVITATION_DAYS", 14, minimum=1, maximum=365)
 # Sign-in limits (console/login_throttle.py, docs/console.md): failures are counted per username and per
 # address independently within the window; reaching a limit locks that username / address for LOCK_SECONDS.
 SWITCHYARD_LOGIN_WINDOW_SECONDS = env_int("SWITCHYARD_LOGIN_WINDOW_SECONDS", 15 * 60, minimum=1, maximum=24 * 3600)

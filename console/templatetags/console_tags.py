@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from console.access import (KEY_PERMS, principal_of, sees_audit, sees_budgets, sees_operations, sees_slow_requests,
                             tenants_with)
+from tenants.selectors import open_invitations_for
 
 register = template.Library()
 
@@ -27,6 +28,8 @@ def _sections(request) -> list[tuple[str, str]]:
         items.append(("Audit", "console:audit"))
     if sees_slow_requests(principal):
         items.append(("Slow requests", "console:slow"))
+    if open_invitations_for(request.user).exists():
+        items.append(("Invitations", "console:invitations"))
     return items
 
 

@@ -10,7 +10,7 @@ from controlplane.api.viewsets import PrincipalMixin, TenantChildViewSet
 from tenants import services
 from tenants.access import effective_role, visible_tenants
 from tenants.api import serializers as s
-from tenants.models import Membership, TenantStatus
+from tenants.models import Invitation, Membership, TenantStatus
 from tenants.roles import Perm, Role, outranks_or_equals
 
 
@@ -88,13 +88,10 @@ class MembershipViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retrie
     write_perms = (Perm.MANAGE_MEMBERS,)
     filterset_fields = ["role"]
 
-    @extend_schema(request=s.MembershipCreateSerializer, responses=s.MembershipSerializer)
+    @extend_schema(request=s.MembershipCreateSerializer, responses={201: s.InvitationSerializer})
     def create(self, request, tenant_slug=None):
-        serializer = s.MembershipCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        self._check_can_grant(serializer.validated_data["role"])
-        membership = services.add_member(tenant=self.get_tenant(), actor=Actor.from_request(request), **serializer.validated_data)
-        return Response(s.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+        """Adding a member invites the address (the same as POST …/invitations/)."""
+        return invite(self, request)
 
     @extend_schema(request=s.MembershipUpdateSerializer, responses=s.MembershipSerializer)
     def partial_update(self, request, tenant_slug=None, pk=None):
@@ -113,8 +110,43 @@ class MembershipViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retrie
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _check_can_grant(self, role: str) -> None:
-        own = effective_role(self.principal, self.get_tenant())
-        if own is None or not outranks_or_equals(own, role):
-            raise PermissionDenied(f"Your role cannot grant or manage the {Role(role).label.lower()} role.")
+        check_can_grant(self, role)
+
+
+def check_can_grant(view, role: str) -> None:
+    own = effective_role(view.principal, view.get_tenant())
+    if own is None or not outranks_or_equals(own, role):
+        raise PermissionDenied(f"Your role cannot grant or manage the {Role(role).label.lower()} role.")
+
+
+def invite(view, request) -> Response:
+    """Invite an address: never looks an account up, so the answer says nothing about accounts elsewhere."""
+    serializer = s.MembershipCreateSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    check_can_grant(view, serializer.validated_data["role"])
+    invitation = services.invite_member(tenant=view.get_tenant(), actor=Actor.from_request(request),
+                                        **serializer.validated_data)
+    return Response(s.InvitationSerializer(invitation).data, status=status.HTTP_201_CREATED)
+
+
+class InvitationViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
+    """Invitations of one tenant: who may list members sees them; who manages members invites and revokes."""
+
+    queryset = Invitation.objects.all()
+    serializer_class = s.InvitationSerializer
+    read_perms = (Perm.VIEW_MEMBERS, Perm.MANAGE_MEMBERS)
+    write_perms = (Perm.MANAGE_MEMBERS,)
+    filterset_fields = ["status", "role"]
+
+    @extend_schema(request=s.MembershipCreateSerializer, responses={201: s.InvitationSerializer})
+    def create(self, request, tenant_slug=None):
+        return invite(self, request)
+
+    def destroy(self, request, tenant_slug=None, pk=None):
+        """Revoke a pending invitation (the record is kept)."""
+        invitation = self.get_object()
+        check_can_grant(self, invitation.role)
+        services.revoke_invitation(invitation, actor=Actor.from_request(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -38,11 +38,13 @@ def dev_a(alice, bob):
 
 def test_normal_flows_leave_no_global_permissions(alice, bob, charlie):
     client, slug = bearer(alice.key), alice.tenant.slug
-    member = client.post(f"/api/v1/tenants/{slug}/members/", {"email": "m@example.test", "role": "admin"}, format="json")
-    client.patch(f"/api/v1/tenants/{slug}/members/{member.json()['id']}/", {"role": "developer"}, format="json")
+    client.post(f"/api/v1/tenants/{slug}/members/", {"email": "m@example.test", "role": "admin"}, format="json")
+    member = make_member(alice.tenant, Role.ADMIN, make_user("m"))
+    membership = client.get(f"/api/v1/tenants/{slug}/members/?role=admin").json()["results"][0]
+    client.patch(f"/api/v1/tenants/{slug}/members/{membership['id']}/", {"role": "developer"}, format="json")
     key = client.post(f"/api/v1/tenants/{slug}/keys/", {"name": "k", "scopes": ["admin"]}, format="json")
     client.post(f"/api/v1/tenants/{slug}/keys/{key.json()['id']}/rotate/", {}, format="json")
-    client.post(f"/api/v1/tenants/{slug}/quotas/", {"user_id": member.json()["user_id"], "requests_per_minute": 3}, format="json")
+    client.post(f"/api/v1/tenants/{slug}/quotas/", {"user_id": member.pk, "requests_per_minute": 3}, format="json")
     staff = client_for("session", charlie.user, None)
     assert staff.post("/api/v1/tenants/", {"slug": "fresh", "name": "Fresh"}, format="json").status_code == 201
     for user in get_user_model().objects.filter(is_superuser=False):

@@ -283,14 +283,16 @@ def test_key_body_cannot_choose_tenant_or_secret_fields(alice, bob, admin_of_a):
 
 
 def test_member_body_cannot_choose_tenant_or_user_flags(alice, bob, admin_of_a):
+    from tenants.models import Invitation
+
     response = admin_of_a.client.post(f"{admin_of_a.url}/members/", {
         "email": "new@example.test", "role": "viewer", "tenant": bob.tenant.pk, "is_staff": True,
-        "is_superuser": True, "user_id": bob.user.pk}, format="json")
+        "is_superuser": True, "user_id": bob.user.pk, "status": "accepted"}, format="json")
     assert response.status_code == 201, response.content
-    membership = Membership.objects.get(pk=response.json()["id"])
-    assert membership.tenant_id == alice.tenant.pk and membership.user.email == "new@example.test"
-    assert not (membership.user.is_staff or membership.user.is_superuser)
-    assert not Membership.objects.filter(tenant=bob.tenant, user=membership.user).exists()
+    invitation = Invitation.objects.get(pk=response.json()["id"])
+    assert (invitation.tenant_id, invitation.email, invitation.status) == (alice.tenant.pk, "new@example.test", "pending")
+    assert not Membership.objects.filter(user=bob.user, tenant=alice.tenant).exists()
+    assert not Invitation.objects.filter(tenant=bob.tenant).exists()
 
 
 def test_member_patch_changes_only_the_role(alice, bob, admin_of_a):
