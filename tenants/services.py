@@ -70,7 +70,16 @@ def set_tenant_status(tenant: Tenant, status: str, *, actor: Actor) -> Tenant:
 
 
 def delete_tenant(tenant: Tenant, *, actor: Actor) -> None:
-    """Delete a tenant with its members, keys and quotas; its audit events stay."""
+    """Delete a tenant with its members, keys and quotas; its audit events stay.
+
+    Not while it has deployments: their engines must be drained and stopped first (DELETE each one).
+    """
+    from fleet.models import Deployment
+
+    count = Deployment.objects.filter(tenant=tenant).count()
+    if count:
+        raise ValidationError({"tenant": f"The tenant still has {count} deployment(s); delete them first "
+                                         "(their engines are drained and stopped), then the tenant."})
     with transaction.atomic():
         record_event(actor=actor, action="tenant.delete", tenant=tenant, target=tenant, before=tenant_view(tenant))
         tenant.delete()
