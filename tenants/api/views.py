@@ -8,10 +8,10 @@ from rest_framework.response import Response
 from audit.actor import Actor
 from controlplane.api.viewsets import PrincipalMixin, TenantChildViewSet
 from tenants import services
-from tenants.access import effective_role, visible_tenants
+from tenants.access import effective_role, tenant_scope
 from tenants.api import serializers as s
-from tenants.models import Invitation, Membership, TenantStatus
-from tenants.roles import Perm, Role, outranks_or_equals
+from tenants.models import Invitation, Membership, Tenant, TenantStatus
+from tenants.roles import READ_RULES, Perm, Resource, Role, outranks_or_equals
 
 
 class TenantViewSet(PrincipalMixin, viewsets.GenericViewSet):
@@ -23,7 +23,8 @@ class TenantViewSet(PrincipalMixin, viewsets.GenericViewSet):
     filterset_fields = ["status", "isolation", "region"]
 
     def get_queryset(self):
-        return visible_tenants(self.principal).order_by("slug")
+        readable = tenant_scope(self.principal, *READ_RULES[Resource.TENANT], field="pk")
+        return Tenant.objects.filter(readable).order_by("slug")
 
     def list(self, request):
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
@@ -84,7 +85,7 @@ class MembershipViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retrie
 
     queryset = Membership.objects.select_related("user")
     serializer_class = s.MembershipSerializer
-    read_perms = (Perm.VIEW_MEMBERS, Perm.MANAGE_MEMBERS)
+    resource = Resource.MEMBERS
     write_perms = (Perm.MANAGE_MEMBERS,)
     filterset_fields = ["role"]
 
@@ -134,7 +135,7 @@ class InvitationViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retrie
 
     queryset = Invitation.objects.all()
     serializer_class = s.InvitationSerializer
-    read_perms = (Perm.VIEW_MEMBERS, Perm.MANAGE_MEMBERS)
+    resource = Resource.MEMBERS
     write_perms = (Perm.MANAGE_MEMBERS,)
     filterset_fields = ["status", "role"]
 
