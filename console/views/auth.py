@@ -14,6 +14,7 @@ class LoginView(auth_views.LoginView):
     template_name = "console/login.html"
     authentication_form = ThrottledAuthenticationForm
     redirect_authenticated_user = True
+    http_method_names = ["get", "head", "post"]  # FormView would take a PUT as a POST
 
     def form_invalid(self, form):
         response = super().form_invalid(form)

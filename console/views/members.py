@@ -2,7 +2,7 @@
 invitee's side: their own open invitations, accepted or declined."""
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from audit.actor import Actor
 from console.access import require, require_rank, tenant_or_404
@@ -49,6 +49,7 @@ def invitation_revoke(request, slug, invitation_id):
 
 
 @login_required
+@require_safe
 def my_invitations(request):
     """Invitations to the signed-in user's own address (another address's invitation is never listed)."""
     return render(request, "console/invitations.html", {"invitations": open_invitations_for(request.user)})
