@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
+from controlplane.counters import count_in_window
+
 logger = logging.getLogger(__name__)
 
 USERNAME, ADDRESS = "username", "ip"
@@ -90,7 +92,7 @@ def is_locked(username: str, ip: str | None) -> bool:
 def record_failure(username: str, ip: str | None) -> None:
     """Count a failed sign-in against the username and the address; lock whichever reached its limit."""
     for subject in subjects(username, ip):
-        failures = _increment(subject.counter_key, settings.SWITCHYARD_LOGIN_WINDOW_SECONDS)
+        failures = count_in_window(subject.counter_key, settings.SWITCHYARD_LOGIN_WINDOW_SECONDS)
         if failures >= subject.limit:
             _lock(subject, failures, username)
 
@@ -135,13 +137,3 @@ def _audit_lock(subject: Subject, failures: int, username: str, lock_seconds: in
     record_event(actor=Actor.anonymous(normalized_username(username) or "anonymous"), action="auth.login_locked",
                  after=after)
 
-
-def _increment(key: str, ttl: int) -> int:
-    # add() starts the window; incr() counts inside it (atomic on Redis).
-    if cache.add(key, 1, ttl):
-        return 1
-    try:
-        return cache.incr(key)
-    except ValueError:  # expired between add and incr
-        cache.add(key, 1, ttl)
-        return 1

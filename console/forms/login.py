@@ -18,17 +18,24 @@ def is_locked_out(form) -> bool:
     return any(error.code == LOCKED_CODE for errors in form.errors.as_data().values() for error in errors)
 
 
+def checked_password(username: str, request, check, on_failure=lambda: None):
+    """Run `check` (it raises ValidationError on a wrong password) unless the username or address is
+    locked; a failure counts against both. Clearing the username's count on success is the caller's."""
+    ip = client_ip(request.META) if request else None
+    if login_throttle.is_locked(username, ip):
+        raise locked_error()
+    try:
+        return check()
+    except forms.ValidationError:
+        on_failure()
+        login_throttle.record_failure(username, ip)
+        raise
+
+
 class ThrottledAuthenticationForm(AuthenticationForm):
     def clean(self):
         username = self.cleaned_data.get("username") or ""
-        ip = client_ip(self.request.META) if self.request else None
-        if login_throttle.is_locked(username, ip):
-            raise locked_error()
-        try:
-            cleaned = super().clean()
-        except forms.ValidationError:
-            login_throttle.record_failure(username, ip)
-            raise
+        cleaned = checked_password(username, self.request, super().clean)
         if self.get_user() is not None:
             login_throttle.record_success(username)
         return cleaned
@@ -46,15 +53,8 @@ class ThrottledPasswordChangeForm(PasswordChangeForm):
 
     def clean_old_password(self):
         username = self.user.get_username()
-        ip = client_ip(self.request.META) if self.request else None
-        if login_throttle.is_locked(username, ip):
-            raise locked_error()
-        try:
-            value = super().clean_old_password()
-        except forms.ValidationError:
-            _audit_wrong_password(username)
-            login_throttle.record_failure(username, ip)
-            raise
+        value = checked_password(username, self.request, super().clean_old_password,
+                                 on_failure=lambda: _audit_wrong_password(username))
         login_throttle.record_success(username)
         return value
 
