@@ -15,8 +15,10 @@ register = template.Library()
 def _sections(request) -> list[tuple[str, str]]:
     principal = principal_of(request)
     ops, items = sees_operations(principal), []
+    if holds_anywhere(principal, *USAGE):
+        items.append(("Overview", "console:home"))
     if ops:
-        items += [("Overview", "console:home"), ("Tenants", "console:tenants")]
+        items.append(("Tenants", "console:tenants"))
     if tenants_with(principal, *KEY_PERMS):
         items.append(("API keys", "console:keys"))
     for label, name, perms in (("Fleet", "console:fleet", FLEET), ("Models", "console:models", REGISTRY),

@@ -5,17 +5,19 @@ from django.views.decorators.http import require_safe
 
 from console import stats
 from console.access import USAGE, principal_of, sees_audit, sees_operations
+from tenants.access import holds_anywhere, tenant_ids_with
 from console.charts import bar_chart, line_chart
 from console.timerange import time_range
 from fleet.permissions import readable_deployments
-from tenants.access import tenant_ids_with
 
 
 @login_required
 @require_safe
 def home(request):
     principal = principal_of(request)
-    if not sees_operations(principal):
+    if not holds_anywhere(principal, *USAGE):  # traffic and cost are usage: elsewhere, the next best page
+        if sees_operations(principal):
+            return redirect("console:tenants")
         return redirect("console:audit" if sees_audit(principal) else "console:no-access")
     tr = time_range(request.GET)
     tenant_ids = tenant_ids_with(principal, *USAGE)  # the usage rule; instance states: the fleet rule
