@@ -41,10 +41,18 @@ class Principal:
 
     @property
     def is_platform_admin(self) -> bool:
-        """Django staff, through the console or a platform (tenant-less) key."""
+        """Django staff, through the console or a platform (tenant-less) key with the `admin` scope.
+
+        A staff member's tenant-less key with narrower scopes (`audit:read`) is no platform admin:
+        platform powers ignore scopes, so they are not handed to a key that was meant to be narrow.
+        """
         if not (self.user.is_authenticated and (self.user.is_staff or self.user.is_superuser)):
             return False
-        return self.api_key is None or self.api_key.tenant_id is None
+        if self.api_key is None:
+            return True
+        from apikeys.scopes import Scope
+
+        return self.api_key.tenant_id is None and Scope.ADMIN in (self.api_key.scopes or [])
 
 
 def principal_for(request) -> Principal:

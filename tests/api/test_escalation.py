@@ -242,3 +242,15 @@ def test_developers_and_viewers_see_the_fleet_without_engine_internals(alice, de
 def test_owners_see_engine_internals(alice, deployment):
     [instance] = bearer(alice.key).get(f"/api/v1/deployments/{deployment.pk}/").json()["instances"]
     assert instance["pid"] == 4242 and "secret_sauce" in instance["log_tail"]
+
+
+def test_a_staff_members_tenant_less_key_is_a_platform_key_only_with_the_admin_scope(alice, charlie):
+    """Platform powers ignore key scopes, so a narrow (audit:read) tenant-less key must not carry them."""
+    narrow = make_key(None, charlie.user, scopes=(Scope.AUDIT_READ,), name="narrow platform key").raw
+    broad = make_key(None, charlie.user, scopes=(Scope.ADMIN,), name="platform key").raw
+    create = {"slug": "fresh", "name": "Fresh"}
+    assert bearer(narrow).post("/api/v1/tenants/", create, format="json").status_code == 403
+    assert bearer(narrow).get("/api/v1/deployments/").status_code == 403
+    assert bearer(narrow).get(f"/api/v1/tenants/{alice.tenant.slug}/").status_code == 404
+    assert bearer(broad).post("/api/v1/tenants/", create, format="json").status_code == 201
+    assert bearer(broad).get("/api/v1/audit/verify").json()["ok"] is True
