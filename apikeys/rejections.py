@@ -18,6 +18,8 @@ import hashlib
 from django.conf import settings
 from django.core.cache import cache
 
+from controlplane.counters import count_in_window
+
 ROWS_KEY = "auth-rejected:rows"
 OVERFLOW_KEY = "auth-rejected:overflow"
 
@@ -29,10 +31,10 @@ def rejection_row_extras(label: str, reason: str) -> dict | None:
         return {}
     slot = window_key(label, reason)
     if not cache.add(slot, 1, window):
-        _count(slot + ":n", window * 10)
+        count_in_window(slot + ":n", window * 10)
         return None
-    if _count(ROWS_KEY, window) > settings.SWITCHYARD_REJECTED_KEY_AUDIT_MAX_ROWS:
-        _count(OVERFLOW_KEY, window * 10)
+    if count_in_window(ROWS_KEY, window) > settings.SWITCHYARD_REJECTED_KEY_AUDIT_MAX_ROWS:
+        count_in_window(OVERFLOW_KEY, window * 10)
         return None
     extras = {}
     for key, name in ((slot + ":n", "similar_attempts_not_recorded"), (OVERFLOW_KEY, "other_attempts_not_recorded")):
@@ -47,12 +49,3 @@ def window_key(label: str, reason: str) -> str:
     """The cache key whose presence means this (prefix, reason) was recorded in the current window."""
     return "auth-rejected:" + hashlib.sha256(f"{label}\0{reason}".encode()).hexdigest()[:24]
 
-
-def _count(key: str, ttl: int) -> int:
-    if cache.add(key, 1, ttl):
-        return 1
-    try:
-        return cache.incr(key)
-    except ValueError:  # expired between add and incr
-        cache.add(key, 1, ttl)
-        return 1

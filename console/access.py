@@ -7,45 +7,24 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from fleet.permissions import can_manage_deployments
-from tenants.access import Principal, effective_role, has_perm, prefetch_roles, visible_tenants
-from tenants.roles import Perm, Role, outranks_or_equals
+from tenants.access import (Principal, effective_role, has_perm, holds_anywhere, principal_for, tenants_with,
+                            visible_tenants)
+from tenants.roles import READ_RULES, Perm, Resource, Role, outranks_or_equals
 
-# Operational pages (overview, tenants, keys, fleet, models, usage) list tenants whose members the
-# user may read: every role but auditor, whose console is the audit trail alone.
+# Operational pages (overview, tenants, keys) list tenants whose members the user may read: every role
+# but auditor, whose console is the audit trail alone. Fleet, models and usage pages read under their own
+# rule (tenants.roles.READ_RULES), the one the REST API applies too.
 OPERATIONS = Perm.VIEW_MEMBERS
-KEY_PERMS = (Perm.VIEW_KEYS, Perm.MANAGE_KEYS, Perm.MANAGE_OWN_KEYS)
+KEY_PERMS = READ_RULES[Resource.KEYS]
 # Slow requests show (redacted) prompt text: the tenant's owners and admins only.
 SLOW_REQUESTS = Perm.MANAGE_MEMBERS
 # Budgets and key / user quotas: whoever may read quota policies (every role but auditor).
 QUOTAS = Perm.VIEW_QUOTAS
-
+FLEET, REGISTRY, USAGE = READ_RULES[Resource.DEPLOYMENTS], READ_RULES[Resource.REGISTRY], READ_RULES[Resource.USAGE]
 
 def principal_of(request) -> Principal:
-    """The console's caller: a session user, never an API key.
-
-    One principal per request and user, memoizing roles and permissions: a page and its navigation
-    ask ~20 permission questions about the same few tenants.
-    """
-    principal = getattr(request, "_console_principal", None)
-    if principal is None or principal.user is not request.user:  # login() replaces request.user
-        principal = Principal(user=request.user, memo={})
-        request._console_principal = principal
-    return principal
-
-
-def tenants_with(principal: Principal, *perms: str) -> list:
-    """Visible tenants where the principal holds any of `perms`, by slug."""
-    tenants = _visible_by_slug(principal)
-    prefetch_roles(principal, tenants)
-    return [t for t in tenants if any(has_perm(principal, t, p) for p in perms)]
-
-
-def _visible_by_slug(principal: Principal) -> list:
-    if principal.memo is None:
-        return list(visible_tenants(principal).order_by("slug"))
-    if "visible_by_slug" not in principal.memo:
-        principal.memo["visible_by_slug"] = list(visible_tenants(principal).order_by("slug"))
-    return principal.memo["visible_by_slug"]
+    """The console's caller: a session user, never an API key (one memoizing principal per request)."""
+    return principal_for(request)
 
 
 def tenant_or_404(request, slug: str, *perms: str):
@@ -73,12 +52,25 @@ def sees_operations(principal: Principal) -> bool:
     return principal.is_platform_admin or bool(tenants_with(principal, OPERATIONS))
 
 
+def page_or_404(request, perms: tuple[str, ...]) -> Principal:
+    """The principal, if they hold one of `perms` somewhere (a READ_RULES entry); otherwise 404."""
+    principal = principal_of(request)
+    if not holds_anywhere(principal, *perms):
+        raise Http404("Not found.")
+    return principal
+
+
 def sees_audit(principal: Principal) -> bool:
     return principal.is_platform_admin or bool(tenants_with(principal, Perm.VIEW_AUDIT))
 
 
+def budget_tenants(principal: Principal) -> list:
+    """The budgets page shows a tenant's budgets (quota policy) beside what it spent (usage): both rules hold."""
+    return [t for t in tenants_with(principal, QUOTAS) if any(has_perm(principal, t, p) for p in USAGE)]
+
+
 def sees_budgets(principal: Principal) -> bool:
-    return principal.is_platform_admin or bool(tenants_with(principal, QUOTAS))
+    return principal.is_platform_admin or bool(budget_tenants(principal))
 
 
 def sees_slow_requests(principal: Principal) -> bool:

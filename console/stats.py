@@ -9,7 +9,7 @@ from django.db.models import Count, Q
 from django.db.models.functions import Trunc
 
 from console.timerange import TimeRange, floor
-from fleet.models import Deployment, Instance
+from fleet.models import Instance
 from fleet.states import InstanceState
 from tenants.models import Tenant
 from usage import histograms, selectors
@@ -122,13 +122,6 @@ def _top_rolled_up(events: RolledUp, limit: int) -> list[tuple[str, float]]:
     rows = [(slugs.get(pk) or "(unattributed)", totals["requests"]) for pk, totals in table.items()
             if totals["requests"]]
     return [(slug, float(n)) for slug, n in sorted(rows, key=lambda row: (-row[1], row[0]))[:limit]]
-
-
-def visible_deployments(tenant_ids):
-    """Deployments of the listed tenants; platform admins (`None`) also see shared pools."""
-    if tenant_ids is None:
-        return Deployment.objects.all()
-    return Deployment.objects.filter(tenant_id__in=tenant_ids)
 
 
 def instances_by_state(deployments) -> list[tuple[str, float]]:

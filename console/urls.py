@@ -24,6 +24,11 @@ urlpatterns = [
     path("tenants/<slug:slug>/members/add", members.member_add, name="member-add"),
     path("tenants/<slug:slug>/members/<int:member_id>/role", members.member_role, name="member-role"),
     path("tenants/<slug:slug>/members/<int:member_id>/remove", members.member_remove, name="member-remove"),
+    path("tenants/<slug:slug>/invitations/<int:invitation_id>/revoke", members.invitation_revoke,
+         name="invitation-revoke"),
+    path("invitations/", members.my_invitations, name="invitations"),
+    re_path(r"^invitations/(?P<invitation_id>[0-9]+)/(?P<answer>accept|decline)$", members.invitation_answer,
+            name="invitation-answer"),
     # API keys
     path("keys/", keys.key_list, name="keys"),
     path("keys/new", keys.key_create, name="key-create"),

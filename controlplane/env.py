@@ -4,6 +4,7 @@ A bad value fails at start-up with the variable's name, never later in a request
 Secrets may also come from `NAME_FILE` (a path), so they need not sit in the environment.
 """
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -64,6 +65,16 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ImproperSetting(f"{name} must be one of {', '.join(choices)}, got {value!r}")
     return value
+
+
+def env_header(name: str, value: str) -> tuple[str, str] | None:
+    """An HTTP header name from NAME as Django's META key with the value it must hold, or None when unset."""
+    raw = env_str(name)
+    if raw is None:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", raw):
+        raise ImproperSetting(f"{name} must be an HTTP header name such as X-Forwarded-Proto, got {raw!r}")
+    return ("HTTP_" + raw.upper().replace("-", "_"), value)
 
 
 def env_secret(name: str, *, generated_in: Path | None = None, min_length: int = 32) -> str:

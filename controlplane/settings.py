@@ -8,7 +8,7 @@ from pathlib import Path
 import dj_database_url
 
 from controlplane.env import (
-    env_bool, env_choice, env_float, env_int, env_list, env_secret, env_str,
+    ImproperSetting, env_bool, env_choice, env_float, env_header, env_int, env_list, env_secret, env_str,
 )
 from controlplane.env import ImproperSetting
 
@@ -146,6 +146,31 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 TRUST_X_FORWARDED_FOR = env_bool("SWITCHYARD_TRUST_X_FORWARDED_FOR", False)
+# HTTPS only once secure cookies say TLS is in front (docs/operations.md, "Serving over HTTPS"). HSTS is
+# sent on HTTPS answers only; subdomains and preload bind the whole parent domain, so they are opt-in.
+SECURE_HSTS_SECONDS = env_int("SWITCHYARD_HSTS_SECONDS", 365 * 24 * 3600 if SECURE_COOKIES else 0,
+                              minimum=0, maximum=2 * 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SWITCHYARD_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SWITCHYARD_HSTS_PRELOAD", False)
+if SECURE_HSTS_PRELOAD and not (SECURE_HSTS_INCLUDE_SUBDOMAINS and SECURE_HSTS_SECONDS >= 365 * 24 * 3600):
+    raise ImproperSetting("SWITCHYARD_HSTS_PRELOAD needs SWITCHYARD_HSTS_INCLUDE_SUBDOMAINS=true and "
+                          "SWITCHYARD_HSTS_SECONDS of at least 31536000 (what the preload list accepts)")
+SECURE_SSL_REDIRECT = env_bool("SWITCHYARD_SSL_REDIRECT", SECURE_COOKIES)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # probes speak plain HTTP to the pod or host
+# Behind a TLS-terminating proxy: the header it sets to "https" (it must overwrite a client's own copy).
+SECURE_PROXY_SSL_HEADER = env_header("SWITCHYARD_PROXY_SSL_HEADER", "https")
+
+# `check --deploy` is clean in production; a check silenced here says why (tests/test_deploy_checks.py).
+SILENCED_CHECK_REASONS = {}
+if SECURE_HSTS_SECONDS and not SECURE_HSTS_INCLUDE_SUBDOMAINS:
+    SILENCED_CHECK_REASONS["security.W005"] = (
+        "includeSubDomains would force HTTPS on every other host under the parent domain, which this "
+        "service does not own; opt in with SWITCHYARD_HSTS_INCLUDE_SUBDOMAINS=true")
+if SECURE_HSTS_SECONDS and not SECURE_HSTS_PRELOAD:
+    SILENCED_CHECK_REASONS["security.W021"] = (
+        "preloading is a browser-vendor list for a whole registrable domain and hard to undo; it is the "
+        "domain owner's decision: opt in with SWITCHYARD_HSTS_PRELOAD=true")
+SILENCED_SYSTEM_CHECKS = list(SILENCED_CHECK_REASONS)
 
 # --- REST API ---
 REST_FRAMEWORK = {
@@ -194,7 +219,15 @@ SWITCHYARD_REJECTED_KEY_AUDIT_MAX_ROWS = env_int("SWITCHYARD_REJECTED_KEY_AUDIT_
 SWITCHYARD_KEY_ROTATION_GRACE_SECONDS = env_int(
     "SWITCHYARD_KEY_ROTATION_GRACE_SECONDS", 24 * 3600, minimum=0, maximum=30 * 24 * 3600)
 SWITCHYARD_DEFAULT_USER_RPM = env_int("SWITCHYARD_DEFAULT_USER_RPM", 120, minimum=1)
-SWITCHYARD_LOGIN_FAILURES_PER_15_MIN = env_int("SWITCHYARD_LOGIN_FAILURES_PER_15_MIN", 10, minimum=1)
+# How long an invitation to join a tenant stays open (tenants.services.invite_member).
+SWITCHYARD_INVITATION_DAYS = env_int("SWITCHYARD_INVITATION_DAYS", 14, minimum=1, maximum=365)
+# Sign-in limits (console/login_throttle.py, docs/console.md): failures are counted per username and per
+# address independently within the window; reaching a limit locks that username / address for LOCK_SECONDS.
+SWITCHYARD_LOGIN_WINDOW_SECONDS = env_int("SWITCHYARD_LOGIN_WINDOW_SECONDS", 15 * 60, minimum=1, maximum=24 * 3600)
+SWITCHYARD_LOGIN_LOCK_SECONDS = env_int("SWITCHYARD_LOGIN_LOCK_SECONDS", 15 * 60, minimum=1, maximum=24 * 3600)
+SWITCHYARD_LOGIN_FAILURES_PER_USERNAME = env_int(  # the old name still works
+    "SWITCHYARD_LOGIN_FAILURES_PER_USERNAME", env_int("SWITCHYARD_LOGIN_FAILURES_PER_15_MIN", 10, minimum=1), minimum=1)
+SWITCHYARD_LOGIN_FAILURES_PER_IP = env_int("SWITCHYARD_LOGIN_FAILURES_PER_IP", 20, minimum=1)
 # Local model artifacts (paths and file: URIs) must live under this directory; relative to the repo.
 SWITCHYARD_MODEL_ROOT = (BASE_DIR / env_str("SWITCHYARD_MODEL_ROOT", str(VAR_DIR / "models"))).resolve()
 

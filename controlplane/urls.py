@@ -6,6 +6,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from console.views.auth import admin_password_change
+
 
 def healthz(request):
     return JsonResponse({"status": "ok"})
@@ -19,5 +21,7 @@ urlpatterns = [
     path("console/", include("console.urls")),
     # One sign-in page for everyone: the admin's own form would be a second, unthrottled one.
     path("admin/login/", RedirectView.as_view(pattern_name="console:login", query_string=True)),
+    # The admin's password change checks the old password: the sign-in page's limits apply there too.
+    path("admin/password_change/", admin_password_change),
     path("admin/", admin.site.urls),
 ]

@@ -6,7 +6,7 @@ a global grant given by mistake widens nothing.
 """
 from dataclasses import dataclass, field
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from guardian.core import ObjectPermissionChecker
 from guardian.shortcuts import get_perms
 
@@ -41,10 +41,35 @@ class Principal:
 
     @property
     def is_platform_admin(self) -> bool:
-        """Django staff, through the console or a platform (tenant-less) key."""
+        """Django staff, through the console or a platform (tenant-less) key with the `admin` scope.
+
+        A staff member's tenant-less key with narrower scopes (`audit:read`) is no platform admin:
+        platform powers ignore scopes, so they are not handed to a key that was meant to be narrow.
+        """
         if not (self.user.is_authenticated and (self.user.is_staff or self.user.is_superuser)):
             return False
-        return self.api_key is None or self.api_key.tenant_id is None
+        if self.api_key is None:
+            return True
+        from apikeys.scopes import Scope
+
+        return self.api_key.tenant_id is None and Scope.ADMIN in (self.api_key.scopes or [])
+
+
+def principal_for(request) -> Principal:
+    """The request's caller, made once per request and memoizing its roles and permissions.
+
+    Both the REST API (a user, maybe through a key) and the console (a session user) ask many
+    permission questions about the same few tenants in one request. Kept on the underlying Django
+    request, so DRF's wrapper and the view share it; rebuilt if authentication changed the caller
+    (the console's sign-in replaces `request.user`).
+    """
+    holder = getattr(request, "_request", request)
+    principal = getattr(holder, "_switchyard_principal", None)
+    fresh = Principal.from_request(request)
+    if principal is None or principal.user is not fresh.user or principal.api_key is not fresh.api_key:
+        principal = Principal(user=fresh.user, api_key=fresh.api_key, memo={})
+        holder._switchyard_principal = principal
+    return principal
 
 
 def visible_tenants(principal: Principal) -> QuerySet:
@@ -155,3 +180,44 @@ def prefetch_roles(principal: Principal, tenants: list) -> None:
     for tenant in missing:
         memo[("role", tenant.pk)] = roles.get(tenant.pk)
         memo[("grants", tenant.pk)] = frozenset(checker.get_perms(tenant)) & ALL_PERMS
+
+
+def tenants_with(principal: Principal, *perms: str) -> list:
+    """Visible tenants where the principal holds any of `perms`, by slug (roles and grants prefetched)."""
+    tenants = _visible_by_slug(principal)
+    prefetch_roles(principal, tenants)
+    return [t for t in tenants if any(has_perm(principal, t, p) for p in perms)]
+
+
+def _visible_by_slug(principal: Principal) -> list:
+    if principal.memo is None:
+        return list(visible_tenants(principal).order_by("slug"))
+    if "visible_by_slug" not in principal.memo:
+        principal.memo["visible_by_slug"] = list(visible_tenants(principal).order_by("slug"))
+    return principal.memo["visible_by_slug"]
+
+
+def holds_anywhere(principal: Principal, *perms: str) -> bool:
+    """Platform admins, or whoever holds one of `perms` in some tenant (tenant-less resources: the registry)."""
+    return principal.is_platform_admin or bool(tenants_with(principal, *perms))
+
+
+def tenant_ids_with(principal: Principal, *perms: str) -> list[int] | None:
+    """Ids of the tenants whose rows the principal may read under `perms`; None = every row (platform admins)."""
+    return None if principal.is_platform_admin else [t.pk for t in tenants_with(principal, *perms)]
+
+
+def tenant_scope(principal: Principal, *perms: str, field: str = "tenant") -> Q:
+    """A filter to rows of tenants where the principal holds one of `perms`.
+
+    Tenant-less rows (shared pools) pass for platform admins only: `field__in` never matches NULL.
+    """
+    ids = tenant_ids_with(principal, *perms)
+    return Q() if ids is None else Q(**{f"{field}__in": ids})
+
+
+def may_read_field(principal: Principal, tenant, perm: str) -> bool:
+    """A restricted field (tenants.roles.FIELD_RULES) of a row of `tenant`; tenant-less rows: `perm` anywhere."""
+    if principal.is_platform_admin:
+        return True
+    return has_perm(principal, tenant, perm) if tenant is not None else holds_anywhere(principal, perm)

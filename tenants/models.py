@@ -67,3 +67,44 @@ class Membership(models.Model):
 
     def __str__(self):
         return f"{self.user} in {self.tenant} as {self.role}"
+
+
+class InvitationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACCEPTED = "accepted", "Accepted"
+    DECLINED = "declined", "Declined"
+    REVOKED = "revoked", "Revoked"
+
+
+class Invitation(models.Model):
+    """A role offered to an e-mail address in one tenant, until the account with that address accepts it.
+
+    Adding a member creates one of these and never looks an account up, so the answer is the same
+    whether or not someone outside the tenant already has the address (docs/roles.md).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(help_text="Stored lower-cased; matched against the accepting account's e-mail.")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    # For an account created on acceptance (a later sign-up or SSO flow); never compared with existing accounts.
+    username = models.CharField(max_length=150, blank=True, default="")
+    status = models.CharField(max_length=16, choices=InvitationStatus.choices, default=InvitationStatus.PENDING)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                    related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["tenant", "-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "email"], condition=models.Q(status="pending"),
+                                               name="one_pending_invitation_per_tenant_and_email")]
+        indexes = [models.Index(fields=["email", "status"], name="invitation_email_status")]
+
+    def __str__(self):
+        return f"{self.email} to {self.tenant} as {self.role} ({self.status})"
+
+    def is_open(self, now) -> bool:
+        return self.status == InvitationStatus.PENDING and self.expires_at > now

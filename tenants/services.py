@@ -1,11 +1,15 @@
-"""Tenant and membership writes. Each runs in one transaction with its audit event."""
+"""Tenant, membership and invitation writes. Each runs in one transaction with its audit event."""
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from audit.actor import Actor
 from audit.services import record_event
-from tenants.models import Membership, Tenant, TenantStatus
+from tenants.models import Invitation, InvitationStatus, Membership, Tenant, TenantStatus
 from tenants.roles import Role
 
 TENANT_EDITABLE = ("name", "region", "isolation", "redaction_mode")
@@ -66,14 +70,32 @@ def set_tenant_status(tenant: Tenant, status: str, *, actor: Actor) -> Tenant:
 
 
 def delete_tenant(tenant: Tenant, *, actor: Actor) -> None:
-    """Delete a tenant with its members, keys and quotas; its audit events stay."""
+    """Delete a tenant with its members, keys and quotas; its audit events stay.
+
+    Not while it has deployments: their engines must be drained and stopped first (DELETE each one).
+    """
+    from fleet.models import Deployment
+
+    count = Deployment.objects.filter(tenant=tenant).count()
+    if count:
+        raise ValidationError({"tenant": f"The tenant still has {count} deployment(s); delete them first "
+                                         "(their engines are drained and stopped), then the tenant."})
     with transaction.atomic():
         record_event(actor=actor, action="tenant.delete", tenant=tenant, target=tenant, before=tenant_view(tenant))
         tenant.delete()
 
 
+def invitation_view(invitation: Invitation) -> dict:
+    return {"email": invitation.email, "role": invitation.role, "status": invitation.status,
+            "expires_at": invitation.expires_at.isoformat()}
+
+
 def add_member(*, tenant: Tenant, email: str, role: str, username: str | None = None, actor: Actor) -> Membership:
-    """Add a user to a tenant with a role; a new user is created without a usable password."""
+    """Add the account with `email` (or a new one without a usable password) to a tenant at once.
+
+    For operators only (`create_tenant --admin-email`, the demo seed), who may see every account:
+    the answer tells whether the address had an account. Tenant admins invite instead (`invite_member`).
+    """
     _check_role(role)
     email = get_user_model().objects.normalize_email(email)
     with transaction.atomic():
@@ -98,6 +120,82 @@ def _user_for_email(email: str, username: str | None):
     user.full_clean()
     user.save()
     return user
+
+
+def invite_member(*, tenant: Tenant, email: str, role: str, username: str = "", actor: Actor) -> Invitation:
+    """Offer `role` in `tenant` to whoever holds `email`; a pending invitation to it is renewed.
+
+    No account is looked up: the answer is the same whether or not one has this address. Only the
+    tenant's own members are checked, whom the inviter can list anyway.
+    """
+    _check_role(role)
+    email = invitation_email(email)
+    with transaction.atomic():
+        if Membership.objects.filter(tenant=tenant, user__email__iexact=email).exists():
+            raise ValidationError({"email": "A member of this tenant has this e-mail address already."})
+        invitation = Invitation.objects.select_for_update().filter(
+            tenant=tenant, email=email, status=InvitationStatus.PENDING).first()
+        before = invitation_view(invitation) if invitation else None
+        invitation = invitation or Invitation(tenant=tenant, email=email)
+        invitation.role, invitation.username, invitation.invited_by = role, username or "", actor.user
+        invitation.expires_at = timezone.now() + timedelta(days=settings.SWITCHYARD_INVITATION_DAYS)
+        invitation.full_clean()
+        invitation.save()
+        record_event(actor=actor, action="member.invite", tenant=tenant, target=invitation, before=before,
+                     after=invitation_view(invitation))
+    return invitation
+
+
+def accept_invitation(invitation: Invitation, *, user, actor: Actor) -> Membership:
+    """The account holding the invitation's address joins the tenant with its role."""
+    with transaction.atomic():
+        invitation = _open_invitation(invitation, user)
+        membership, created = Membership.objects.get_or_create(tenant=invitation.tenant, user=user,
+                                                               defaults={"role": invitation.role})
+        _close_invitation(invitation, InvitationStatus.ACCEPTED, actor, "member.invitation_accept", accepted_by=user)
+        if created:
+            record_event(actor=actor, action="member.add", tenant=invitation.tenant, target=membership,
+                         after={**membership_view(membership), "invitation": invitation.pk})
+    return membership
+
+
+def decline_invitation(invitation: Invitation, *, user, actor: Actor) -> Invitation:
+    """The invitee says no; the invitation is closed."""
+    with transaction.atomic():
+        invitation = _open_invitation(invitation, user)
+        return _close_invitation(invitation, InvitationStatus.DECLINED, actor, "member.invitation_decline")
+
+
+def revoke_invitation(invitation: Invitation, *, actor: Actor) -> Invitation:
+    """A tenant admin withdraws a pending invitation."""
+    with transaction.atomic():
+        invitation = Invitation.objects.select_for_update().select_related("tenant").get(pk=invitation.pk)
+        if invitation.status != InvitationStatus.PENDING:
+            raise ValidationError({"status": f"This invitation is {invitation.status} already."})
+        return _close_invitation(invitation, InvitationStatus.REVOKED, actor, "member.invitation_revoke")
+
+
+def invitation_email(email: str) -> str:
+    """Invitations hold addresses lower-cased, so one address has one pending invitation per tenant."""
+    return get_user_model().objects.normalize_email((email or "").strip()).lower()
+
+
+def _open_invitation(invitation: Invitation, user) -> Invitation:
+    invitation = Invitation.objects.select_for_update().select_related("tenant").get(pk=invitation.pk)
+    if not invitation.is_open(timezone.now()):
+        raise ValidationError({"invitation": "This invitation is no longer open."})
+    if invitation_email(user.email) != invitation.email:
+        raise ValidationError({"invitation": "This invitation is for another e-mail address."})
+    return invitation
+
+
+def _close_invitation(invitation: Invitation, status: str, actor: Actor, action: str, *, accepted_by=None):
+    before = invitation_view(invitation)
+    invitation.status, invitation.accepted_by = status, accepted_by
+    invitation.save(update_fields=["status", "accepted_by", "updated_at"])
+    record_event(actor=actor, action=action, tenant=invitation.tenant, target=invitation, before=before,
+                 after=invitation_view(invitation))
+    return invitation
 
 
 def change_member_role(membership: Membership, role: str, *, actor: Actor) -> Membership:

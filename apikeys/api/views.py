@@ -12,14 +12,14 @@ from apikeys.scopes import Scope
 from audit.actor import Actor
 from controlplane.api.viewsets import TenantChildViewSet
 from tenants.access import effective_role, has_perm
-from tenants.roles import Perm, Role, outranks_or_equals
+from tenants.roles import Perm, Resource, Role, outranks_or_equals
 
 
 class ApiKeyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
     queryset = ApiKey.objects.select_related("user", "rotated_from")
     serializer_class = s.ApiKeySerializer
     # Holders of MANAGE_OWN_KEYS alone see and touch only their own keys (base_queryset).
-    read_perms = (Perm.VIEW_KEYS, Perm.MANAGE_KEYS, Perm.MANAGE_OWN_KEYS)
+    resource = Resource.KEYS
     write_perms = (Perm.MANAGE_KEYS, Perm.MANAGE_OWN_KEYS)
     filterset_fields = ["role"]
 

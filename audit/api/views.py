@@ -14,8 +14,9 @@ from audit.selectors import FILTER_NAMES, apply_filters, events_visible_to
 from audit.services import issue_manifest
 from audit.verify import verify_trail
 from controlplane.api.pagination import NewestFirstCursorPagination
+from controlplane.api.viewsets import ReadRuleMixin
 from tenants.access import Principal, has_perm, visible_tenants
-from tenants.roles import Perm
+from tenants.roles import Perm, Resource
 
 FILTER_PARAMETERS = [OpenApiParameter(name, str, description=f"Filter by {name}") for name in FILTER_NAMES]
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
@@ -31,9 +32,10 @@ class AuditEventSerializer(serializers.ModelSerializer):
 
 
 @extend_schema(parameters=FILTER_PARAMETERS)
-class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
-    """Audit events the caller may read, newest first."""
+class AuditEventViewSet(ReadRuleMixin, viewsets.ReadOnlyModelViewSet):
+    """Audit events the caller may read, newest first (403 for a caller who may read no tenant's)."""
 
+    resource = Resource.AUDIT
     serializer_class = AuditEventSerializer
     pagination_class = NewestFirstCursorPagination
     lookup_field = "seq"
@@ -41,7 +43,7 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
     filter_backends = []
 
     def get_queryset(self):
-        events = events_visible_to(Principal.from_request(self.request), Perm.VIEW_AUDIT)
+        events = events_visible_to(self.principal, Perm.VIEW_AUDIT)
         return apply_filters(events, self.request.query_params)
 
 

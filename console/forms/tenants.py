@@ -14,8 +14,9 @@ class TenantCreateForm(forms.Form):
 
 
 class MemberAddForm(forms.Form):
-    email = forms.EmailField()
-    username = forms.CharField(max_length=150, required=False, help_text="Only for a new user; defaults to the email.")
+    """An invitation to an address: nothing about accounts outside the tenant is looked up or shown."""
+
+    email = forms.EmailField(help_text="They join when the account with this address accepts the invitation.")
     role = forms.ChoiceField(choices=Role.choices, initial=Role.DEVELOPER)
 
 

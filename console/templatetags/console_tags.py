@@ -4,8 +4,10 @@ from decimal import Decimal
 from django import template
 from django.urls import reverse
 
-from console.access import (KEY_PERMS, principal_of, sees_audit, sees_budgets, sees_operations, sees_slow_requests,
-                            tenants_with)
+from console.access import (FLEET, KEY_PERMS, REGISTRY, USAGE, principal_of, sees_audit, sees_budgets,
+                            sees_operations, sees_slow_requests, tenants_with)
+from tenants.access import holds_anywhere
+from tenants.selectors import open_invitations_for
 
 register = template.Library()
 
@@ -13,20 +15,26 @@ register = template.Library()
 def _sections(request) -> list[tuple[str, str]]:
     principal = principal_of(request)
     ops, items = sees_operations(principal), []
+    if holds_anywhere(principal, *USAGE):
+        items.append(("Overview", "console:home"))
     if ops:
-        items += [("Overview", "console:home"), ("Tenants", "console:tenants")]
+        items.append(("Tenants", "console:tenants"))
     if tenants_with(principal, *KEY_PERMS):
         items.append(("API keys", "console:keys"))
-    if ops:
-        items += [("Fleet", "console:fleet"), ("Models", "console:models"), ("Usage & cost", "console:usage")]
+    for label, name, perms in (("Fleet", "console:fleet", FLEET), ("Models", "console:models", REGISTRY),
+                               ("Usage & cost", "console:usage", USAGE)):
+        if holds_anywhere(principal, *perms):
+            items.append((label, name))
     if sees_budgets(principal):
         items.append(("Budgets", "console:budgets"))
-    if ops:
+    if holds_anywhere(principal, *USAGE):
         items.append(("GPU prices", "console:prices"))
     if sees_audit(principal):
         items.append(("Audit", "console:audit"))
     if sees_slow_requests(principal):
         items.append(("Slow requests", "console:slow"))
+    if open_invitations_for(request.user).exists():
+        items.append(("Invitations", "console:invitations"))
     return items
 
 

@@ -5,6 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.views.decorators.http import require_safe
 from rest_framework.exceptions import ValidationError as ApiValidationError
 
 from audit.actor import Actor
@@ -40,6 +41,7 @@ def _can_export(principal) -> bool:
 
 
 @login_required
+@require_safe
 def audit_page(request):
     form, filters, events = _filtered(request, Perm.VIEW_AUDIT)
     page = Paginator(events.order_by("-seq"), PAGE_SIZE).get_page(request.GET.get("page"))
@@ -67,6 +69,7 @@ def _export_args(request):
 
 
 @login_required
+@require_safe
 def audit_export(request):
     fmt, filters, events = _export_args(request)
     chunks, _ = stream_with_manifest(events, fmt, filters)
@@ -76,6 +79,7 @@ def audit_export(request):
 
 
 @login_required
+@require_safe
 def audit_manifest(request):
     """The signed manifest of the export with the same filters (computed by streaming it once)."""
     import json
@@ -91,6 +95,7 @@ def audit_manifest(request):
 
 
 @login_required
+@require_safe
 def audit_verify(request):
     """Platform admins: walk the whole chain now (and check it against the witness, or an uploaded manifest)."""
     require_platform_admin(request, hide=True)

@@ -9,9 +9,10 @@ from decimal import Decimal
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_safe
 
 from audit.actor import Actor
-from console.access import QUOTAS, budgets_or_404, principal_of, require, tenant_or_404, tenants_with
+from console.access import QUOTAS, budget_tenants, budgets_or_404, principal_of, require, tenant_or_404
 from console.forms.quotas import BudgetForm
 from console.views.common import run_form_service
 from quotas.models import QuotaPolicy
@@ -73,14 +74,16 @@ def _row(principal, tenant, policy, state, start) -> dict:
 
 
 @login_required
+@require_safe
 def budget_list(request):
     principal = budgets_or_404(request)
-    rows = budget_rows(principal, tenants_with(principal, QUOTAS))
+    rows = budget_rows(principal, budget_tenants(principal))
     return render(request, "console/budgets/list.html", {
         "rows": rows, "month_start": month_start(timezone.now()), "any_editable": any(r["can_edit"] for r in rows)})
 
 
 @login_required
+@require_http_methods(["GET", "HEAD", "POST"])
 def budget_edit(request, slug):
     tenant = tenant_or_404(request, slug, QUOTAS)
     require(request, tenant, Perm.MANAGE_QUOTAS)

@@ -3,47 +3,48 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from audit.actor import Actor
-from console import stats
-from console.access import OPERATIONS, can_manage_fleet, operations_or_404, tenants_with
+from console.access import FLEET, can_manage_fleet, page_or_404, tenants_with
 from console.forms.fleet import DeployForm, ScaleForm
 from console.views.common import form_errors, run_service
-from console.views.overview import scoped_tenant_ids
 from fleet import services
 from fleet.models import Deployment
+from fleet.permissions import may_see_internals, readable_deployments
 from fleet.states import LIVE_STATES, InstanceState
 
 LOG_TAIL_LINES = 20
 
 
 def _deployments(principal):
-    return (stats.visible_deployments(scoped_tenant_ids(principal)).select_related("tenant", "model_version__model")
+    """The fleet API's rule (fleet.permissions.readable_deployments): shared pools for platform admins only."""
+    return (readable_deployments(principal).select_related("tenant", "model_version__model")
             .prefetch_related("instances").order_by("tenant__slug", "name"))
 
 
 def _deployment_or_404(request, pk) -> Deployment:
-    return get_object_or_404(_deployments(operations_or_404(request)), pk=pk)
+    return get_object_or_404(_deployments(page_or_404(request, FLEET)), pk=pk)
 
 
 def _writable(request, pk) -> Deployment:
     deployment = _deployment_or_404(request, pk)
-    if not can_manage_fleet(operations_or_404(request), deployment.tenant):
+    if not can_manage_fleet(page_or_404(request, FLEET), deployment.tenant):
         raise PermissionDenied("Managing deployments needs the owner or admin role in this tenant.")
     return deployment
 
 
 def _deploy_form(principal, data=None):
-    tenants = [t for t in tenants_with(principal, OPERATIONS) if can_manage_fleet(principal, t)]
+    tenants = [t for t in tenants_with(principal, *FLEET) if can_manage_fleet(principal, t)]
     if not (tenants or principal.is_platform_admin):
         return None
     return DeployForm(data, tenants=tenants, shared=principal.is_platform_admin)
 
 
 @login_required
+@require_safe
 def fleet_list(request):
-    principal = operations_or_404(request)
+    principal = page_or_404(request, FLEET)
     rows = [{"deployment": d, "summary": _summary(d)} for d in _deployments(principal)]
     return render(request, "console/fleet/list.html", {"rows": rows, "form": _deploy_form(principal)})
 
@@ -59,7 +60,7 @@ def _summary(deployment) -> dict:
 @login_required
 @require_POST
 def deploy(request):
-    principal = operations_or_404(request)
+    principal = page_or_404(request, FLEET)
     form = _deploy_form(principal, request.POST)
     if form is None:
         raise PermissionDenied("Deploying needs the owner or admin role in a tenant.")
@@ -68,7 +69,7 @@ def deploy(request):
         return redirect("console:fleet")
     data = dict(form.cleaned_data)
     slug = data.pop("tenant")
-    tenant = next((t for t in tenants_with(principal, OPERATIONS) if t.slug == slug), None) if slug else None
+    tenant = next((t for t in tenants_with(principal, *FLEET) if t.slug == slug), None) if slug else None
     if not can_manage_fleet(principal, tenant) or (tenant is None and not principal.is_platform_admin):
         raise PermissionDenied("You may not deploy there.")
     created = run_service(request, lambda: services.create_deployment(tenant=tenant, actor=Actor.from_request(request), **data),
@@ -77,40 +78,50 @@ def deploy(request):
 
 
 @login_required
+@require_safe
 def deployment_detail(request, pk):
     deployment = _deployment_or_404(request, pk)
-    principal = operations_or_404(request)
+    principal = page_or_404(request, FLEET)
     can_manage = can_manage_fleet(principal, deployment.tenant)
+    internals = may_see_internals(principal, deployment.tenant)
     return render(request, "console/fleet/detail.html", {
-        "deployment": deployment, "instances": [_instance_row(i) for i in deployment.instances.order_by("-pk")],
+        "deployment": deployment, "instances": [_instance_row(i, internals) for i in deployment.instances.order_by("-pk")],
         "summary": _summary(deployment), "can_manage": can_manage,
         "scale_form": ScaleForm(initial={n: getattr(deployment, n) for n in ScaleForm.base_fields}) if can_manage else None})
 
 
-def _instance_row(instance) -> dict:
+def _instance_row(instance, internals: bool) -> dict:
+    """One instance for the page; engine internals (log tail, failure details, endpoint) only with `internals`."""
     metrics = instance.metrics or {}
     kv = metrics.get("kv_cache_usage_perc")
-    return {"id": instance.pk, "name": instance.name, "state": instance.state, "state_label": instance.get_state_display(),
-            "health": _health(instance), "queue": metrics.get("num_requests_waiting"),
-            "running": metrics.get("num_requests_running"), "kv_cache": None if kv is None else round(kv * 100, 1),
-            "restarts": instance.restart_count, "failure": instance.failure_reason,
-            "log_tail": "\n".join((instance.log_tail or "").splitlines()[-LOG_TAIL_LINES:]),
-            "endpoint": instance.endpoint_url, "actionable": instance.state in (*LIVE_STATES, InstanceState.DRAINING)}
+    row = {"id": instance.pk, "name": instance.name, "state": instance.state, "state_label": instance.get_state_display(),
+           "health": _health(instance, internals), "queue": metrics.get("num_requests_waiting"),
+           "running": metrics.get("num_requests_running"), "kv_cache": None if kv is None else round(kv * 100, 1),
+           "restarts": instance.restart_count, "failure": None, "log_tail": "", "endpoint": None,
+           "actionable": instance.state in (*LIVE_STATES, InstanceState.DRAINING)}
+    if internals:
+        row.update(failure=instance.failure_reason, endpoint=instance.endpoint_url,
+                   log_tail="\n".join((instance.log_tail or "").splitlines()[-LOG_TAIL_LINES:]))
+    return row
 
 
-def _health(instance) -> str:
+def _health(instance, internals: bool) -> str:
     if instance.last_health_ok is None:
         return "not checked yet"
     if instance.last_health_ok:
         return "healthy"
-    return f"failing ({instance.consecutive_health_failures}× {instance.last_health_error})".strip()
+    detail = f" {instance.last_health_error}" if internals and instance.last_health_error else ""
+    return f"failing ({instance.consecutive_health_failures}×{detail})"
 
 
 @login_required
+@require_safe
 def instances_json(request, pk):
     """What the page's poller reads every few seconds: instance rows and the progress summary."""
     deployment = _deployment_or_404(request, pk)
-    rows = [{k: v for k, v in _instance_row(i).items() if k != "log_tail"} for i in deployment.instances.order_by("-pk")]
+    internals = may_see_internals(page_or_404(request, FLEET), deployment.tenant)
+    rows = [{k: v for k, v in _instance_row(i, internals).items() if k != "log_tail"}
+            for i in deployment.instances.order_by("-pk")]
     return JsonResponse({"status": deployment.status, "summary": _summary(deployment), "instances": rows})
 
 

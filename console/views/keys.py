@@ -3,7 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from apikeys import services
 from apikeys.models import ApiKey
@@ -27,7 +27,12 @@ def visible_keys(principal, tenant, user):
 
 
 @login_required
-def key_list(request, form=None, status=200):
+@require_safe
+def key_list(request):
+    return _key_page(request)
+
+
+def _key_page(request, form=None, status=200):
     principal = principal_of(request)
     tenants = tenants_with(principal, *KEY_PERMS)
     if not tenants:
@@ -47,7 +52,7 @@ def key_create(request):
     form = KeyCreateForm(request.POST, tenants=tenants_with(principal, *WRITE_PERMS))
     if not form.is_valid():
         form_errors(request, form)
-        return key_list(request, form=form, status=400)
+        return _key_page(request, form=form, status=400)
     tenant = next(t for t in tenants_with(principal, *WRITE_PERMS) if t.slug == form.cleaned_data["tenant"])
     fields = _key_fields(request, principal, tenant, form)
     minted = run_service(request, lambda: services.create_api_key(tenant=tenant, **fields, actor=Actor.from_request(request)))

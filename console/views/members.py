@@ -1,15 +1,17 @@
-"""Adding, re-roling and removing a tenant's members (MANAGE_MEMBERS, never above one's own role)."""
+"""Inviting, re-roling and removing a tenant's members (MANAGE_MEMBERS, never above one's own role), and the
+invitee's side: their own open invitations, accepted or declined."""
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, redirect
-from django.views.decorators.http import require_POST
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST, require_safe
 
 from audit.actor import Actor
 from console.access import require, require_rank, tenant_or_404
 from console.forms.tenants import MemberAddForm, MemberRoleForm
 from console.views.common import form_errors, run_service
 from tenants import services
-from tenants.models import Membership
+from tenants.models import Invitation, InvitationStatus, Membership
 from tenants.roles import Perm
+from tenants.selectors import open_invitations_for
 
 
 def _managed(request, slug):
@@ -27,10 +29,44 @@ def member_add(request, slug):
         form_errors(request, form)
         return redirect("console:tenant", slug=slug)
     require_rank(request, tenant, form.cleaned_data["role"])
-    data = {**form.cleaned_data, "username": form.cleaned_data["username"] or None}
-    run_service(request, lambda: services.add_member(tenant=tenant, **data, actor=Actor.from_request(request)),
-                f"{data['email']} added as {data['role']}.")
+    data = form.cleaned_data
+    # The same words whether or not an account has the address: nothing is looked up (docs/roles.md).
+    run_service(request, lambda: services.invite_member(tenant=tenant, **data, actor=Actor.from_request(request)),
+                f"{data['email']} is invited as {data['role']}; they join when the account with that address "
+                "accepts.")
     return redirect("console:tenant", slug=slug)
+
+
+@login_required
+@require_POST
+def invitation_revoke(request, slug, invitation_id):
+    tenant = _managed(request, slug)
+    invitation = get_object_or_404(Invitation, tenant=tenant, pk=invitation_id, status=InvitationStatus.PENDING)
+    require_rank(request, tenant, invitation.role)
+    run_service(request, lambda: services.revoke_invitation(invitation, actor=Actor.from_request(request)),
+                f"The invitation of {invitation.email} is revoked.")
+    return redirect("console:tenant", slug=slug)
+
+
+@login_required
+@require_safe
+def my_invitations(request):
+    """Invitations to the signed-in user's own address (another address's invitation is never listed)."""
+    return render(request, "console/invitations.html", {"invitations": open_invitations_for(request.user)})
+
+
+@login_required
+@require_POST
+def invitation_answer(request, invitation_id, answer):
+    invitation = get_object_or_404(open_invitations_for(request.user), pk=invitation_id)
+    actor = Actor.from_request(request)
+    if answer == "accept":
+        run_service(request, lambda: services.accept_invitation(invitation, user=request.user, actor=actor),
+                    f"You are now {invitation.role} in {invitation.tenant.slug}.")
+    else:
+        run_service(request, lambda: services.decline_invitation(invitation, user=request.user, actor=actor),
+                    f"Invitation to {invitation.tenant.slug} declined.")
+    return redirect("console:invitations")
 
 
 @login_required

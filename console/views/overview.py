@@ -1,28 +1,29 @@
 """Overview: traffic, latency, errors and cost at a glance, with instances by state and top tenants."""
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_safe
 
 from console import stats
-from console.access import OPERATIONS, principal_of, sees_audit, sees_operations, tenants_with
+from console.access import USAGE, principal_of, sees_audit, sees_operations
+from tenants.access import holds_anywhere, tenant_ids_with
 from console.charts import bar_chart, line_chart
 from console.timerange import time_range
-
-
-def scoped_tenant_ids(principal, perm=OPERATIONS):
-    """None (everything) for platform admins, else the ids of the tenants the user may see here."""
-    return None if principal.is_platform_admin else [t.pk for t in tenants_with(principal, perm)]
+from fleet.permissions import readable_deployments
 
 
 @login_required
+@require_safe
 def home(request):
     principal = principal_of(request)
-    if not sees_operations(principal):
+    if not holds_anywhere(principal, *USAGE):  # traffic and cost are usage: elsewhere, the next best page
+        if sees_operations(principal):
+            return redirect("console:tenants")
         return redirect("console:audit" if sees_audit(principal) else "console:no-access")
     tr = time_range(request.GET)
-    tenant_ids = scoped_tenant_ids(principal)
+    tenant_ids = tenant_ids_with(principal, *USAGE)  # the usage rule; instance states: the fleet rule
     events = stats.events_in(tenant_ids, tr)
     return render(request, "console/overview.html", {"range": tr, **_numbers(events, tenant_ids, tr),
-                                                     **_charts(events, tenant_ids, tr)})
+                                                     **_charts(events, readable_deployments(principal), tr)})
 
 
 def _numbers(events, tenant_ids, tr) -> dict:
@@ -32,9 +33,9 @@ def _numbers(events, tenant_ids, tr) -> dict:
             "cost_per_completion": stats.cost_per_completion(tenant_ids, tr)}
 
 
-def _charts(events, tenant_ids, tr) -> dict:
+def _charts(events, deployments, tr) -> dict:
     per_bucket = stats.series(events, tr)
-    states = stats.instances_by_state(stats.visible_deployments(tenant_ids))
+    states = stats.instances_by_state(deployments)
     top = stats.top_tenants(events)
     return {
         "requests_chart": line_chart(per_bucket, title=f"Requests per {tr.unit}, {tr.label.lower()}",
@@ -46,6 +47,7 @@ def _charts(events, tenant_ids, tr) -> dict:
 
 
 @login_required
+@require_safe
 def no_access(request):
     """Signed in, but no role anywhere yet."""
     return render(request, "console/no_access.html", status=200)

@@ -1,21 +1,20 @@
 """GPU prices: the price now and the history per GPU type, what each deployment holds, and setting a price.
 
-Everyone on the operational pages reads (the REST API lets every caller read prices too); only
-platform admins set one — prices are platform-wide, so no tenant role covers them (docs/roles.md).
+Whoever may read usage somewhere reads them (the REST API's rule); the deployments listed are those the
+fleet rule lets them see. Only platform admins set a price: prices are platform-wide (docs/roles.md).
 """
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
 from django.db.models.functions import Lower
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from audit.actor import Actor
-from console import stats
-from console.access import operations_or_404, require_platform_admin
+from console.access import USAGE, page_or_404, require_platform_admin
 from console.forms.prices import GpuPriceForm
 from console.views.common import run_form_service
-from console.views.overview import scoped_tenant_ids
+from fleet.permissions import readable_deployments
 from fleet.states import LIVE_STATES
 from usage.cost.prices import CPU, held_resources
 from usage.models import GpuPrice
@@ -23,15 +22,16 @@ from usage.services import set_gpu_price
 
 
 @login_required
+@require_safe
 def price_list(request):
-    principal = operations_or_404(request)
+    principal = page_or_404(request, USAGE)
     return _page(request, principal, GpuPriceForm.blank() if principal.is_platform_admin else None)
 
 
 @login_required
 @require_POST
 def price_create(request):
-    principal = operations_or_404(request)
+    principal = page_or_404(request, USAGE)
     require_platform_admin(request)
     form = GpuPriceForm(request.POST)
     if form.is_valid() and run_form_service(
@@ -65,7 +65,7 @@ def price_history(now) -> tuple[list[dict], dict[str, GpuPrice]]:
 
 def deployment_rows(principal, current: dict) -> list[dict]:
     """What one instance of each visible deployment holds, and what its live instances cost per hour now."""
-    deployments = (stats.visible_deployments(scoped_tenant_ids(principal)).select_related("tenant")
+    deployments = (readable_deployments(principal).select_related("tenant")
                    .annotate(live=Count("instances", filter=Q(instances__state__in=LIVE_STATES)))
                    .order_by("tenant__slug", "name"))
     rows = []

@@ -7,7 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_http_methods
 
 from audit.actor import Actor
 from console.access import QUOTAS, principal_of, require, tenant_or_404
@@ -64,6 +64,7 @@ def _back(tenant):
 
 
 @login_required
+@require_http_methods(["GET", "HEAD", "POST"])
 def policy_create(request, slug):
     tenant = _managed(request, slug)
     form = SubjectQuotaForm(_posted(request), tenant=tenant)
@@ -76,6 +77,7 @@ def policy_create(request, slug):
 
 
 @login_required
+@require_http_methods(["GET", "HEAD", "POST"])
 def policy_edit(request, slug, policy_id):
     tenant = _managed(request, slug)
     policy = get_object_or_404(narrowed_policies(tenant), pk=policy_id)

@@ -7,23 +7,25 @@ are slow is only known afterwards (p95 of the chosen range), so every request ke
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
+from django.views.decorators.http import require_safe
 
 from console import stats
 from console.access import SLOW_REQUESTS, principal_of, sees_slow_requests
 from console.timerange import time_range
-from console.views.overview import scoped_tenant_ids
+from tenants.access import tenant_ids_with
 
 LIMIT = 100
 PROMPT_CHARS = 200
 
 
 @login_required
+@require_safe
 def slow_requests(request):
     principal = principal_of(request)
     if not sees_slow_requests(principal):
         raise Http404("Not found.")
     tr = time_range(request.GET)
-    events = stats.events_in(scoped_tenant_ids(principal, SLOW_REQUESTS), tr)
+    events = stats.events_in(tenant_ids_with(principal, SLOW_REQUESTS), tr)
     p95 = stats.percentile(events, "ttft_ms", 0.95)
     slow = events.filter(ttft_ms__gt=p95).select_related("tenant").order_by("-ttft_ms")[:LIMIT] if p95 else []
     return render(request, "console/slow.html", {"range": tr, "p95": p95, "rows": [_row(e) for e in slow],

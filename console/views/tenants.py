@@ -1,10 +1,11 @@
 """Tenants: the list (platform admins: all, members: theirs), creation and suspension, and one tenant's page."""
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from apikeys.models import ApiKey
 from audit.actor import Actor
@@ -18,11 +19,12 @@ from console.views.quotas import policy_rows
 from quotas.models import QuotaPolicy
 from tenants import services
 from tenants.access import has_perm
-from tenants.models import TenantStatus
+from tenants.models import InvitationStatus, TenantStatus
 from tenants.roles import Perm, Role
 
 
 @login_required
+@require_safe
 def tenant_list(request):
     principal = operations_or_404(request)
     tenants = tenants_with(principal, OPERATIONS)
@@ -61,6 +63,7 @@ def tenant_status(request, slug, action):
 
 
 @login_required
+@require_safe
 def tenant_detail(request, slug):
     tenant = tenant_or_404(request, slug)
     principal = principal_of(request)
@@ -68,10 +71,14 @@ def tenant_detail(request, slug):
     return render(request, "console/tenants/detail.html", {
         "tenant": tenant, "can": perms, "role_choices": Role.choices,
         "members": tenant.memberships.select_related("user").order_by("user__username"),
+        "invitations": tenant.invitations.filter(status=InvitationStatus.PENDING).order_by("email")
+        if perms[Perm.VIEW_MEMBERS] or perms[Perm.MANAGE_MEMBERS] else None,
         "member_form": MemberAddForm() if perms[Perm.MANAGE_MEMBERS] else None,
         "keys": _keys_for(request, tenant, perms), "quota": _quota(tenant, perms),
         "subject_quotas": policy_rows(request, tenant) if perms[Perm.VIEW_QUOTAS] else None,
-        "usage": _usage_summary(tenant), "is_platform_admin": principal.is_platform_admin,
+        "usage": _usage_summary(tenant) if perms[Perm.VIEW_USAGE] else None,
+        "is_platform_admin": principal.is_platform_admin,
+        "invitation_days": settings.SWITCHYARD_INVITATION_DAYS,
         "status_action": _status_action(tenant)})
 
 

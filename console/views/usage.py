@@ -4,12 +4,13 @@ import csv
 from django.contrib.auth.decorators import login_required
 from django.http import StreamingHttpResponse
 from django.shortcuts import render
+from django.views.decorators.http import require_safe
 
 from console import usage_data
-from console.access import operations_or_404
+from console.access import USAGE, page_or_404
 from console.charts import bar_chart, line_chart
 from console.timerange import time_range
-from console.views.overview import scoped_tenant_ids
+from tenants.access import tenant_ids_with
 
 USAGE_RANGES = ("24h", "7d", "30d")
 
@@ -22,10 +23,11 @@ class _Echo:
 
 
 @login_required
+@require_safe
 def usage_page(request):
-    principal = operations_or_404(request)
+    principal = page_or_404(request, USAGE)
     tr = time_range(request.GET if request.GET.get("range") in USAGE_RANGES else {"range": "24h"})
-    q = usage_data.query(scoped_tenant_ids(principal), tr)
+    q = usage_data.query(tenant_ids_with(principal, *USAGE), tr)
     costs = usage_data.cost_by_tenant(q)
     if request.GET.get("format") == "csv":
         return _csv(usage_data.csv_rows(costs), tr)

@@ -4,12 +4,13 @@ from rest_framework.routers import SimpleRouter
 
 from apikeys.api.views import ApiKeyViewSet
 from quotas.api.views import QuotaPolicyViewSet
-from tenants.api.views import MembershipViewSet, TenantViewSet
+from tenants.api.views import InvitationViewSet, MembershipViewSet, TenantViewSet
 
 router = SimpleRouter()
 router.trailing_slash = "/?"  # accept paths with and without the final slash
 router.register("tenants", TenantViewSet, basename="tenant")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/members", MembershipViewSet, basename="member")
+router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/invitations", InvitationViewSet, basename="invitation")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/keys", ApiKeyViewSet, basename="api-key")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/quotas", QuotaPolicyViewSet, basename="quota")
 

@@ -1,16 +1,23 @@
-"""Base viewsets: tenant scoping and permission checks happen here, once, for every endpoint."""
+"""Base viewsets: tenant scoping and permission checks happen here, once, for every endpoint.
+
+What reading each resource needs is `tenants.roles.READ_RULES` (the console reads the same table);
+a viewset names its `resource` and never chooses permissions of its own for reading.
+"""
 from django.http import Http404
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied, ValidationError
 
-from tenants.access import Principal, has_perm, visible_tenants
+from tenants.access import Principal, has_perm, holds_anywhere, principal_for, tenant_scope, tenants_with, visible_tenants
 from tenants.models import Membership
+from tenants.roles import READ_RULES
+
+READ_ACTIONS = ("list", "retrieve")
 
 
 class PrincipalMixin:
     @property
     def principal(self) -> Principal:
-        return Principal.from_request(self.request)
+        return principal_for(self.request)
 
     def require(self, tenant, *perms: str) -> None:
         """403 unless the caller holds one of `perms` in `tenant` (already visible to them)."""
@@ -18,17 +25,36 @@ class PrincipalMixin:
             raise PermissionDenied("Your role does not allow this action in this tenant.")
 
 
+class ReadRuleMixin(PrincipalMixin):
+    """`resource` names the READ_RULES entry; a caller who may read it in no tenant gets 403 for every action."""
+
+    resource: str
+
+    @property
+    def read_perms(self) -> tuple[str, ...]:
+        return READ_RULES[self.resource]
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # authentication first: anonymous → 401
+        if not holds_anywhere(self.principal, *self.read_perms):
+            raise PermissionDenied("Your role does not allow reading this.")
+
+
 class TenantChildViewSet(PrincipalMixin, viewsets.GenericViewSet):
     """Endpoints under /tenants/{tenant_slug}/…: an invisible tenant is a 404, and the queryset
     is always filtered to the URL's tenant, so another tenant's ids cannot be reached.
 
-    Subclasses set `read_perms` (list/retrieve) and `write_perms` (everything else): holding
-    any one of them lets the action through.
+    Subclasses name their `resource` (reading needs its READ_RULES entry) and `write_perms`
+    (everything else): holding any one of them lets the action through.
     """
 
-    read_perms: tuple[str, ...]
+    resource: str
     write_perms: tuple[str, ...]
     lookup_value_regex = r"[0-9]+"
+
+    @property
+    def read_perms(self) -> tuple[str, ...]:
+        return READ_RULES[self.resource]
 
     def get_tenant(self):
         if not hasattr(self, "_tenant"):
@@ -42,7 +68,7 @@ class TenantChildViewSet(PrincipalMixin, viewsets.GenericViewSet):
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)  # authentication first: anonymous → 401, never 404
         tenant = self.get_tenant()
-        self.require(tenant, *(self.read_perms if self.action in ("list", "retrieve") else self.write_perms))
+        self.require(tenant, *(self.read_perms if self.action in READ_ACTIONS else self.write_perms))
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # OpenAPI generation has no tenant
@@ -62,25 +88,36 @@ class TenantChildViewSet(PrincipalMixin, viewsets.GenericViewSet):
         return membership.user
 
 
-class CrossTenantReadMixin(PrincipalMixin):
+class TenantScopedViewSet(ReadRuleMixin, viewsets.GenericViewSet):
+    """Top-level endpoints over rows that belong to a tenant (/deployments/): the queryset holds only
+    rows of tenants where the caller may read `resource`, so another tenant's id is a 404 like a
+    missing one; tenant-less rows (shared pools) are for platform admins only. Writes check more."""
+
+    tenant_field = "tenant"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return self.queryset.none()
+        return self.base_queryset().filter(tenant_scope(self.principal, *self.read_perms, field=self.tenant_field))
+
+    def base_queryset(self):
+        return self.queryset.all()
+
+
+class CrossTenantReadMixin(ReadRuleMixin):
     """Read-only endpoints spanning tenants (usage, cost): `?tenant=slug` narrows to one tenant.
 
     A tenant the caller cannot see, or may not read here, is a 404; without `?tenant=` a member
     reads every tenant they may, and only platform admins read tenant-less rows as well.
     """
 
-    read_perms: tuple[str, ...]
-
     def scoped_tenant_ids(self, slug: str | None) -> list[int] | None:
         """Tenant ids to filter on, or None for everything (platform admins, no `?tenant=`)."""
         if slug:
             tenant = visible_tenants(self.principal).filter(slug=slug).first()
-            if tenant is None or not self._may_read(tenant):
+            if tenant is None or not any(has_perm(self.principal, tenant, p) for p in self.read_perms):
                 raise Http404("No such tenant.")
             return [tenant.pk]
         if self.principal.is_platform_admin:
             return None
-        return [tenant.pk for tenant in visible_tenants(self.principal) if self._may_read(tenant)]
-
-    def _may_read(self, tenant) -> bool:
-        return any(has_perm(self.principal, tenant, perm) for perm in self.read_perms)
+        return [tenant.pk for tenant in tenants_with(self.principal, *self.read_perms)]

@@ -1,10 +1,13 @@
 """Deployments and instances over REST."""
 from rest_framework import serializers
 
+from controlplane.api.restricted import RestrictedFieldsMixin
 from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS, Deployment, Instance, RuntimeBackend
 
 
-class InstanceSerializer(serializers.ModelSerializer):
+class InstanceSerializer(RestrictedFieldsMixin, serializers.ModelSerializer):
+    # Engine internals (log tail, endpoint, pid, failure details) are null without VIEW_FLEET_INTERNALS.
+    field_rule = "instance"
     pid = serializers.SerializerMethodField()
 
     class Meta:
@@ -17,6 +20,9 @@ class InstanceSerializer(serializers.ModelSerializer):
 
     def get_pid(self, instance) -> int | None:
         return (instance.runtime_handle or {}).get("pid")
+
+    def row_tenant(self, instance):
+        return instance.deployment.tenant
 
 
 class DeploymentSerializer(serializers.ModelSerializer):

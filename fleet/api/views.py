@@ -1,41 +1,40 @@
 """/api/v1/deployments/: tenant admins manage their tenant's deployments, platform admins all and shared pools.
 
-Scoping is by `visible_tenants` (a deployment of an invisible tenant is a 404); writing needs the
-owner or admin role in the deployment's tenant, or platform admin. Shared pools are platform-only.
+Reading is the base viewset's rule (READ_RULES["deployments"]: a deployment of a tenant where the caller
+may not read the fleet is a 404), engine internals need VIEW_FLEET_INTERNALS (InstanceSerializer);
+writing needs MANAGE_FLEET in the deployment's tenant, or platform admin. Shared pools are platform-only.
 """
-from django.db.models import Q
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 
 from audit.actor import Actor
-from controlplane.api.viewsets import PrincipalMixin
+from controlplane.api.viewsets import TenantScopedViewSet
 from fleet import services
 from fleet.api import serializers as s
 from fleet.models import Deployment
 from fleet.permissions import can_manage_deployments
 from fleet.states import InvalidTransition
 from tenants.access import visible_tenants
+from tenants.roles import Resource
 
 INSTANCE_ACTION = r"instances/(?P<instance_id>[0-9]+)"
 
 
-class DeploymentViewSet(PrincipalMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class DeploymentViewSet(TenantScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
     """Deployments (desired state) with their instances (observed state)."""
 
+    resource = Resource.DEPLOYMENTS
+    queryset = Deployment.objects.select_related("tenant", "model_version__model").prefetch_related("instances")
     serializer_class = s.DeploymentSerializer
     lookup_value_regex = r"[0-9]+"
     filterset_fields = ["runtime_backend", "status", "region"]
 
-    def get_queryset(self):
-        scope = Q(tenant__in=visible_tenants(self.principal))
-        if self.principal.is_platform_admin:
-            scope |= Q(tenant__isnull=True)
-        return (Deployment.objects.filter(scope).select_related("tenant", "model_version__model")
-                .prefetch_related("instances").order_by("pk"))
+    def base_queryset(self):
+        return self.queryset.order_by("pk")
 
     @extend_schema(request=s.DeploymentCreateSerializer, responses={201: s.DeploymentSerializer})
     def create(self, request):
@@ -74,7 +73,8 @@ class DeploymentViewSet(PrincipalMixin, mixins.ListModelMixin, mixins.RetrieveMo
             instance = service(instance, actor=self._actor())
         except InvalidTransition as exc:
             return Response({"detail": f"{exc}."}, status=status.HTTP_409_CONFLICT)
-        return Response(s.InstanceSerializer(instance).data, status=status.HTTP_202_ACCEPTED)
+        return Response(s.InstanceSerializer(instance, context=self.get_serializer_context()).data,
+                        status=status.HTTP_202_ACCEPTED)
 
     def _writable(self) -> Deployment:
         deployment = self.get_object()
@@ -106,7 +106,8 @@ class DeploymentViewSet(PrincipalMixin, mixins.ListModelMixin, mixins.RetrieveMo
         return version
 
     def _out(self, deployment) -> dict:
-        return s.DeploymentSerializer(self.get_queryset().filter(pk=deployment.pk).first() or deployment).data
+        return s.DeploymentSerializer(self.get_queryset().filter(pk=deployment.pk).first() or deployment,
+                                      context=self.get_serializer_context()).data
 
     def _actor(self) -> Actor:
         return Actor.from_request(self.request)

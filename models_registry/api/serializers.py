@@ -1,6 +1,7 @@
 """Registry serializers. Writable fields are listed explicitly; deep checks live in the services."""
 from rest_framework import serializers
 
+from controlplane.api.restricted import RestrictedFieldsMixin
 from models_registry.models import Model, ModelFamily, ModelVersion, Quantization
 from models_registry.profiles import effective_engine_args
 
@@ -29,7 +30,9 @@ class ModelUpdateSerializer(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True)
 
 
-class ModelVersionSerializer(serializers.ModelSerializer):
+class ModelVersionSerializer(RestrictedFieldsMixin, serializers.ModelSerializer):
+    # Where the weights live and how the engine is started: null without VIEW_REGISTRY_INTERNALS anywhere.
+    field_rule = "model_version"
     model = serializers.CharField(source="model.name", read_only=True)
     effective_engine_args = serializers.SerializerMethodField()
 

@@ -1,4 +1,4 @@
-"""The model registry over REST: everyone signed in reads, only platform admins write."""
+"""The model registry over REST: members who may read it (READ_RULES["registry"]) read, platform admins write."""
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -7,17 +7,19 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from audit.actor import Actor
-from controlplane.api.viewsets import PrincipalMixin
+from controlplane.api.viewsets import ReadRuleMixin
 from models_registry import services
 from models_registry.api import serializers as s
 from models_registry.models import Model, ModelVersion
+from tenants.roles import Resource
 
 READ_ACTIONS = ("list", "retrieve")
 
 
-class RegistryViewSet(PrincipalMixin, viewsets.GenericViewSet):
-    """The registry is global: tenants need to see what they can deploy, so reads are open to all."""
+class RegistryViewSet(ReadRuleMixin, viewsets.GenericViewSet):
+    """The registry is global: members who work with the fleet see what they can deploy (not auditors)."""
 
+    resource = Resource.REGISTRY
     lookup_value_regex = r"[0-9]+"
 
     def initial(self, request, *args, **kwargs):
@@ -72,13 +74,13 @@ class ModelVersionViewSet(RegistryViewSet, mixins.ListModelMixin, mixins.Retriev
     def create(self, request, model_pk=None):
         fields = self.valid(s.ModelVersionCreateSerializer)
         version = services.create_version(model=self.get_model(), **fields, actor=self.actor)
-        return Response(s.ModelVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+        return Response(self.get_serializer(version).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.ModelVersionUpdateSerializer, responses=s.ModelVersionSerializer)
     def partial_update(self, request, model_pk=None, pk=None):
         fields = self.valid(s.ModelVersionUpdateSerializer)
         version = services.update_draft_version(self.get_object(), **fields, actor=self.actor)
-        return Response(s.ModelVersionSerializer(version).data)
+        return Response(self.get_serializer(version).data)
 
     @extend_schema(request=None, responses=s.ModelVersionSerializer)
     @action(detail=True, methods=["post"])
@@ -97,4 +99,4 @@ class ModelVersionViewSet(RegistryViewSet, mixins.ListModelMixin, mixins.Retriev
 
     def _lifecycle(self, service):
         version = service(self.get_object(), actor=self.actor)
-        return Response(s.ModelVersionSerializer(version).data)
+        return Response(self.get_serializer(version).data)

@@ -11,7 +11,7 @@ from controlplane.api.viewsets import TenantChildViewSet
 from quotas import services
 from quotas.api.serializers import QuotaPolicySerializer, QuotaPolicyUpdateSerializer
 from quotas.models import QuotaPolicy
-from tenants.roles import Perm
+from tenants.roles import Perm, Resource
 
 SUBJECT_FIELDS = ("api_key_id", "user_id")
 
@@ -27,7 +27,7 @@ class QuotaPolicyFilter(django_filters.FilterSet):
 class QuotaPolicyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
     queryset = QuotaPolicy.objects.select_related("api_key", "user")
     serializer_class = QuotaPolicySerializer
-    read_perms = (Perm.VIEW_QUOTAS, Perm.MANAGE_QUOTAS)
+    resource = Resource.QUOTAS
     write_perms = (Perm.MANAGE_QUOTAS,)
     filterset_class = QuotaPolicyFilter
 

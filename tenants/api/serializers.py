@@ -2,7 +2,7 @@
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from tenants.models import Isolation, Membership, RedactionMode, Tenant, slug_validator
+from tenants.models import Invitation, Isolation, Membership, RedactionMode, Tenant, slug_validator
 from tenants.roles import Role
 
 
@@ -51,8 +51,11 @@ class MembershipSerializer(serializers.ModelSerializer):
 
 
 class MembershipCreateSerializer(serializers.Serializer):
+    """An invitation: the same answer whether or not an account has the address (docs/roles.md)."""
+
     email = serializers.EmailField()
-    username = serializers.CharField(max_length=150, required=False)
+    username = serializers.CharField(max_length=150, required=False,
+                                     help_text="Username for an account created on acceptance; never looked up.")
     role = serializers.ChoiceField(choices=Role.choices)
 
     def validate_username(self, value):
@@ -62,3 +65,12 @@ class MembershipCreateSerializer(serializers.Serializer):
 
 class MembershipUpdateSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=Role.choices)
+
+
+class InvitationSerializer(serializers.ModelSerializer):
+    """What the inviter typed and where it stands; nothing about any account."""
+
+    class Meta:
+        model = Invitation
+        fields = ["id", "email", "role", "status", "created_at", "expires_at"]
+        read_only_fields = fields

@@ -8,10 +8,10 @@ from rest_framework.response import Response
 from audit.actor import Actor
 from controlplane.api.viewsets import PrincipalMixin, TenantChildViewSet
 from tenants import services
-from tenants.access import effective_role, visible_tenants
+from tenants.access import effective_role, tenant_scope
 from tenants.api import serializers as s
-from tenants.models import Membership, TenantStatus
-from tenants.roles import Perm, Role, outranks_or_equals
+from tenants.models import Invitation, Membership, Tenant, TenantStatus
+from tenants.roles import READ_RULES, Perm, Resource, Role, outranks_or_equals
 
 
 class TenantViewSet(PrincipalMixin, viewsets.GenericViewSet):
@@ -23,7 +23,8 @@ class TenantViewSet(PrincipalMixin, viewsets.GenericViewSet):
     filterset_fields = ["status", "isolation", "region"]
 
     def get_queryset(self):
-        return visible_tenants(self.principal).order_by("slug")
+        readable = tenant_scope(self.principal, *READ_RULES[Resource.TENANT], field="pk")
+        return Tenant.objects.filter(readable).order_by("slug")
 
     def list(self, request):
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
@@ -84,17 +85,14 @@ class MembershipViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retrie
 
     queryset = Membership.objects.select_related("user")
     serializer_class = s.MembershipSerializer
-    read_perms = (Perm.VIEW_MEMBERS, Perm.MANAGE_MEMBERS)
+    resource = Resource.MEMBERS
     write_perms = (Perm.MANAGE_MEMBERS,)
     filterset_fields = ["role"]
 
-    @extend_schema(request=s.MembershipCreateSerializer, responses=s.MembershipSerializer)
+    @extend_schema(request=s.MembershipCreateSerializer, responses={201: s.InvitationSerializer})
     def create(self, request, tenant_slug=None):
-        serializer = s.MembershipCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        self._check_can_grant(serializer.validated_data["role"])
-        membership = services.add_member(tenant=self.get_tenant(), actor=Actor.from_request(request), **serializer.validated_data)
-        return Response(s.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+        """Adding a member invites the address (the same as POST …/invitations/)."""
+        return invite(self, request)
 
     @extend_schema(request=s.MembershipUpdateSerializer, responses=s.MembershipSerializer)
     def partial_update(self, request, tenant_slug=None, pk=None):
@@ -113,8 +111,43 @@ class MembershipViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retrie
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _check_can_grant(self, role: str) -> None:
-        own = effective_role(self.principal, self.get_tenant())
-        if own is None or not outranks_or_equals(own, role):
-            raise PermissionDenied(f"Your role cannot grant or manage the {Role(role).label.lower()} role.")
+        check_can_grant(self, role)
+
+
+def check_can_grant(view, role: str) -> None:
+    own = effective_role(view.principal, view.get_tenant())
+    if own is None or not outranks_or_equals(own, role):
+        raise PermissionDenied(f"Your role cannot grant or manage the {Role(role).label.lower()} role.")
+
+
+def invite(view, request) -> Response:
+    """Invite an address: never looks an account up, so the answer says nothing about accounts elsewhere."""
+    serializer = s.MembershipCreateSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    check_can_grant(view, serializer.validated_data["role"])
+    invitation = services.invite_member(tenant=view.get_tenant(), actor=Actor.from_request(request),
+                                        **serializer.validated_data)
+    return Response(s.InvitationSerializer(invitation).data, status=status.HTTP_201_CREATED)
+
+
+class InvitationViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
+    """Invitations of one tenant: who may list members sees them; who manages members invites and revokes."""
+
+    queryset = Invitation.objects.all()
+    serializer_class = s.InvitationSerializer
+    resource = Resource.MEMBERS
+    write_perms = (Perm.MANAGE_MEMBERS,)
+    filterset_fields = ["status", "role"]
+
+    @extend_schema(request=s.MembershipCreateSerializer, responses={201: s.InvitationSerializer})
+    def create(self, request, tenant_slug=None):
+        return invite(self, request)
+
+    def destroy(self, request, tenant_slug=None, pk=None):
+        """Revoke a pending invitation (the record is kept)."""
+        invitation = self.get_object()
+        check_can_grant(self, invitation.role)
+        services.revoke_invitation(invitation, actor=Actor.from_request(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 

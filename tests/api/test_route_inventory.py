@@ -243,3 +243,70 @@ def test_rejection_rows_hold_only_the_prefix(alice, keys, api):
     assert row.actor_label == keyformat.display_prefix(keys["revoked"])
     assert row.after == {"reason": "revoked API key", "prefix": keyformat.display_prefix(keys["revoked"])}
     assert keys["revoked"] not in json.dumps([row.before, row.after, row.actor_label, row.target_id])
+
+
+# --- every route and method of the API and the console has a row in a role matrix ---
+
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def _api_methods(callback) -> set[str]:
+    """What a DRF route serves: a viewset route's action map, or an APIView's handler methods."""
+    actions = getattr(callback, "actions", None)
+    if actions:  # DRF adds "head" to it once a GET was served
+        return {method.upper() for method in actions} & set(HTTP_METHODS)
+    view_class = getattr(callback, "cls", None) or getattr(callback, "view_class", None)
+    return {method for method in HTTP_METHODS if hasattr(view_class, method.lower())}
+
+
+def _named_routes(prefix: str):
+    def walk(patterns, route="", namespace=""):
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                inner = f"{namespace}{pattern.namespace}:" if pattern.namespace else namespace
+                yield from walk(pattern.url_patterns, route + str(pattern.pattern), inner)
+            elif (route + str(pattern.pattern)).startswith(prefix):
+                yield route + str(pattern.pattern), f"{namespace}{pattern.name}", pattern.callback
+    return list(walk(get_resolver().url_patterns))
+
+
+def api_routes() -> set[tuple[str, str]]:
+    return {(name, method) for _, name, callback in _named_routes("api/") for method in _api_methods(callback)}
+
+
+def console_routes(ids, user) -> set[tuple[str, str]]:
+    """Each console route with each method it serves: one that neither a signed-out visitor nor a signed-in
+    user without any role gets a 405 for (read pages are GET-only, forms POST-only, sign-in both)."""
+    from django.test import Client
+
+    def signed_in():  # a fresh one per probe: probing POST /console/logout/ signs it out
+        client = Client()
+        client.force_login(user)
+        return client
+
+    served = set()
+    for route, name, _ in _named_routes("console/"):
+        url = concrete(route, name, ids)
+        for method in HTTP_METHODS:
+            if all(client.generic(method, url).status_code != 405 for client in (Client(), signed_in())):
+                served.add((name, method))
+    return served
+
+
+def test_every_api_route_and_method_has_a_role_matrix_row():
+    from tests.api.test_role_matrix import API_MATRIX
+
+    routes = api_routes()
+    assert len(routes) > 50
+    assert {"missing from the matrix": routes - API_MATRIX, "no such route": API_MATRIX - routes} == \
+        {"missing from the matrix": set(), "no such route": set()}
+
+
+def test_every_console_route_and_method_has_a_role_matrix_row(ids):
+    from tests.api.test_console_role_matrix import CONSOLE_MATRIX
+    from tests.factories import make_user
+
+    routes = console_routes(ids, make_user("no-role"))
+    assert len(routes) > 40
+    assert {"missing from the matrix": routes - CONSOLE_MATRIX, "no such route": CONSOLE_MATRIX - routes} == \
+        {"missing from the matrix": set(), "no such route": set()}

@@ -2,12 +2,18 @@
 
 Every endpoint × every verb on B's objects answers 404 — exactly what a non-existent object gets,
 so the answer tells A nothing about B. A verb a route does not have at all answers 405 for both.
+Tenant-scoped reads that take the tenant as `?tenant=` (usage, budgets) answer B's slug like a
+missing one. The registry and GPU prices are platform-wide, so they hold nothing of B's to reach.
 """
 import json
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from audit.models import AuditEvent
+from fleet.models import Deployment, Instance
+from tenants.models import Invitation
 from tests.api.conftest import client_for, snapshot_tenant
 
 CREDENTIALS = ["api_key", "session"]
@@ -28,6 +34,16 @@ ENDPOINTS = [
     ("key-rotate", T + "/keys/{key}/rotate/", {"POST"}),
     ("quotas", T + "/quotas/", {"GET", "POST"}),
     ("quota", T + "/quotas/{quota}/", {"GET", "PATCH", "DELETE"}),
+    ("invitations", T + "/invitations/", {"GET", "POST"}),
+    ("invitation", T + "/invitations/{invitation}/", {"GET", "DELETE"}),
+    ("deployment", "/api/v1/deployments/{deployment}/", {"GET", "DELETE"}),
+    ("deployment-scale", "/api/v1/deployments/{deployment}/scale/", {"POST"}),
+    ("deployment-drain", "/api/v1/deployments/{deployment}/instances/{instance}/drain/", {"POST"}),
+    ("deployment-restart", "/api/v1/deployments/{deployment}/instances/{instance}/restart/", {"POST"}),
+    ("usage-series", "/api/v1/usage/series?tenant={slug}", {"GET"}),
+    ("usage-breakdown", "/api/v1/usage/breakdown?tenant={slug}", {"GET"}),
+    ("usage-costs", "/api/v1/usage/costs?tenant={slug}", {"GET"}),
+    ("usage-budgets", "/api/v1/usage/budgets?tenant={slug}", {"GET"}),
     ("audit-event", "/api/v1/audit/events/{seq}/", {"GET"}),
     # GET of an export is a filtered collection (an empty file for B's slug), checked by
     # test_exports_hold_no_other_tenant_rows; here only the verbs the exports do not serve.
@@ -35,22 +51,42 @@ ENDPOINTS = [
     ("audit-export-manifest", "/api/v1/audit/export/manifest?tenant={slug}", set()),
 ]
 COLLECTION_GETS = {"audit-export", "audit-export-manifest"}
-ID_ROUTES = [e for e in ENDPOINTS if "{member}" in e[1] or "{key}" in e[1] or "{quota}" in e[1]]
+ID_ROUTES = [e for e in ENDPOINTS if any(f"{{{name}}}" in e[1] for name in ("member", "key", "quota", "invitation"))]
+
+
+@pytest.fixture
+def world(world):
+    """Besides conftest's: a pending invitation, a deployment with an instance and a budget state in B,
+    and a deployment of A's own."""
+    from tests.models_registry.registry_helpers import make_version
+    from usage.models import BudgetState
+
+    version = make_version()
+    world.b_invitation = Invitation.objects.create(tenant=world.b, email="in-b@example.test", role="viewer",
+                                                   expires_at=timezone.now() + timedelta(days=1))
+    world.b_deployment = Deployment.objects.create(tenant=world.b, name="coder-b", model_version=version,
+                                                   runtime_backend="simulator")
+    world.b_instance = Instance.objects.create(deployment=world.b_deployment, state="ready", log_tail="b's engine")
+    world.a_deployment = Deployment.objects.create(tenant=world.a, name="coder-a", model_version=version,
+                                                   runtime_backend="simulator")
+    BudgetState.objects.create(tenant=world.b, checked_at=timezone.now())
+    return world
 
 # One body with every writable field of every endpoint, pointing at B's things, so a 404 can
 # never be a validation error in disguise.
 def _body(world):
     return {"name": "taken over", "email": "mallory@example.test", "role": "viewer", "scopes": ["inference"],
-            "user_id": world.b_dev.pk, "requests_per_minute": 1, "grace_seconds": 0}
+            "user_id": world.b_dev.pk, "requests_per_minute": 1, "grace_seconds": 0, "min_replicas": 0}
 
 
 def _b_ids(world):
     seq = AuditEvent.objects.filter(tenant=world.b).values_list("seq", flat=True).first()
-    return {"member": world.b_member.pk, "key": world.b_key.pk, "quota": world.b_quota.pk, "seq": seq}
+    return {"member": world.b_member.pk, "key": world.b_key.pk, "quota": world.b_quota.pk, "seq": seq,
+            "invitation": world.b_invitation.pk, "deployment": world.b_deployment.pk, "instance": world.b_instance.pk}
 
 
 def _ghost_ids():
-    return {"member": GHOST_ID, "key": GHOST_ID, "quota": GHOST_ID, "seq": GHOST_ID}
+    return dict.fromkeys(("member", "key", "quota", "seq", "invitation", "deployment", "instance"), GHOST_ID)
 
 
 def _call(client, verb, url, body):
@@ -186,3 +222,37 @@ def test_quota_subject_cannot_be_moved_to_other_tenants_key(world, cred):
     assert response.status_code in (200, 400)
     world.a_quota.refresh_from_db()
     assert (world.a_quota.api_key_id, world.a_quota.user_id, world.a_quota.tenant_id) == (None, None, world.a.pk)
+
+
+@pytest.mark.parametrize("cred", CREDENTIALS)
+def test_other_tenants_instance_under_own_deployment_is_not_found(world, cred):
+    client = client_for(cred, world.alice.user, world.alice.key)
+    for action in ("drain", "restart"):
+        url = "/api/v1/deployments/{dep}/instances/{instance}/" + action + "/"
+        real = client.post(url.format(dep=world.a_deployment.pk, instance=world.b_instance.pk))
+        ghost = client.post(url.format(dep=world.a_deployment.pk, instance=GHOST_ID))
+        assert (real.status_code, real.content) == (ghost.status_code, ghost.content) and real.status_code == 404
+    world.b_instance.refresh_from_db()
+    assert world.b_instance.state == "ready"
+
+
+@pytest.mark.parametrize("cred", CREDENTIALS)
+def test_deploying_into_other_tenant_answers_like_a_missing_one(world, cred):
+    client = client_for(cred, world.alice.user, world.alice.key)
+    body = {"name": "sneaky", "model_version": world.b_deployment.model_version_id, "runtime_backend": "simulator"}
+    real = client.post("/api/v1/deployments/", {**body, "tenant": world.b.slug}, format="json")
+    ghost = client.post("/api/v1/deployments/", {**body, "tenant": GHOST_SLUG}, format="json")
+    assert real.status_code == 400 and (real.status_code, real.json()) == (ghost.status_code, ghost.json())
+    assert not Deployment.objects.filter(name="sneaky").exists()
+
+
+@pytest.mark.parametrize("cred", CREDENTIALS)
+def test_fleet_and_usage_lists_hold_only_own_tenant(world, cred):
+    client = client_for(cred, world.alice.user, world.alice.key)
+    deployments = client.get("/api/v1/deployments/").json()["results"]
+    assert [d["tenant"] for d in deployments] == [world.a.slug]
+    assert [r["tenant"] for r in client.get("/api/v1/usage/budgets").json()["rows"]] == []
+    for path in ("/api/v1/deployments/", "/api/v1/usage/breakdown", "/api/v1/usage/costs", "/api/v1/usage/budgets",
+                 f"/api/v1/tenants/{world.a.slug}/invitations/"):
+        text = client.get(path).content.decode()
+        assert not [m for m in _b_markers(world) + ["b's engine", "in-b@example.test"] if m in text], path

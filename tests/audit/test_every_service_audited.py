@@ -21,7 +21,7 @@ from tenants.models import Tenant
 from tests.factories import SYSTEM, make_key, make_member, make_tenant, make_user
 
 SERVICE_MODULES = (tenants.services, apikeys.services, quotas.services)
-READ_ONLY = {"tenant_view", "membership_view", "limits_for"}
+READ_ONLY = {"tenant_view", "membership_view", "invitation_view", "invitation_email", "limits_for"}
 ACTOR = Actor.system("audit-tests")
 
 
@@ -38,6 +38,18 @@ def world(db):
                            dev_membership=dev.memberships.get(tenant=tenant))
 
 
+def _invitation(world):
+    """A pending invitation to guest@example.test, made without an audit row (so the case counts only its own)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tenants.models import Invitation
+
+    return Invitation.objects.create(tenant=world.tenant, email="guest@example.test", role="viewer",
+                                     expires_at=timezone.now() + timedelta(days=1))
+
+
 # name -> (call with the world, the actions it must append in order)
 CASES = {
     "create_tenant": (lambda w: tenants.services.create_tenant(slug="new-one", name="New", actor=ACTOR),
@@ -50,6 +62,14 @@ CASES = {
                    ["member.add"]),
     "change_member_role": (lambda w: tenants.services.change_member_role(w.dev_membership, "viewer", actor=ACTOR),
                            ["member.update"]),
+    "invite_member": (lambda w: tenants.services.invite_member(tenant=w.tenant, email="new@a.test", role="viewer",
+                                                               actor=ACTOR), ["member.invite"]),
+    "accept_invitation": (lambda w: tenants.services.accept_invitation(
+        _invitation(w), user=make_user("guest"), actor=ACTOR), ["member.invitation_accept", "member.add"]),
+    "decline_invitation": (lambda w: tenants.services.decline_invitation(
+        _invitation(w), user=make_user("guest"), actor=ACTOR), ["member.invitation_decline"]),
+    "revoke_invitation": (lambda w: tenants.services.revoke_invitation(_invitation(w), actor=ACTOR),
+                          ["member.invitation_revoke"]),
     # two live keys revoked (the already-revoked third one is not audited again), then the removal itself
     "remove_member": (lambda w: tenants.services.remove_member(w.dev_membership, actor=ACTOR),
                       ["api_key.revoke", "api_key.revoke", "member.remove"]),
@@ -128,6 +148,12 @@ FAILING = {
                                                                   actor=ACTOR),
     "add_member-bad-role": lambda w: tenants.services.add_member(tenant=w.tenant, email="n@a.test", role="god",
                                                                  actor=ACTOR),
+    "invite_member-a-member": lambda w: tenants.services.invite_member(tenant=w.tenant, email=w.dev.email,
+                                                                       role="viewer", actor=ACTOR),
+    "invite_member-bad-role": lambda w: tenants.services.invite_member(tenant=w.tenant, email="n@a.test", role="god",
+                                                                       actor=ACTOR),
+    "accept_invitation-other-address": lambda w: tenants.services.accept_invitation(
+        _invitation(w), user=w.dev, actor=ACTOR),
     "demote-last-owner": lambda w: tenants.services.change_member_role(
         w.owner.memberships.get(tenant=w.tenant), "admin", actor=ACTOR),
     "remove-last-owner": lambda w: tenants.services.remove_member(w.owner.memberships.get(tenant=w.tenant), actor=ACTOR),

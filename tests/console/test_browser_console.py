@@ -145,7 +145,8 @@ PAGES = [("overview", "console:home", ()), ("tenants", "console:tenants", ()),
          ("models", "console:models", ()), ("usage", "console:usage", ()), ("budgets", "console:budgets", ()),
          ("budget-edit", "console:budget-edit", ("tenant-a",)), ("prices", "console:prices", ()),
          ("quota-new", "console:quota-policy-create", ("tenant-a",)), ("quota-edit", "console:quota-policy", "policy"),
-         ("audit", "console:audit", ()), ("audit-verify", "console:audit-verify", ()), ("slow", "console:slow", ())]
+         ("audit", "console:audit", ()), ("audit-verify", "console:audit-verify", ()), ("slow", "console:slow", ()),
+         ("invitations", "console:invitations", ())]
 
 
 def budgets_prices_and_quotas(world) -> dict:
@@ -172,6 +173,10 @@ def budgets_prices_and_quotas(world) -> dict:
     Deployment.objects.filter(pk=world.dep_a.pk).update(gpu_type="H100", tensor_parallel_size=2)
     policy = create_quota_policy(tenant=world.a, api_key=world.keys["erin"], requests_per_minute=30,
                                  max_concurrent_requests=2, actor=SYSTEM)
+    from tenants.services import invite_member
+
+    for email in (world.users["charlie"].email, "newcomer@example.test"):  # the invitee's page, the tenant's list
+        invite_member(tenant=world.a, email=email, role="viewer", actor=SYSTEM)
     return {"deployment": [world.dep_a.pk], "policy": ["tenant-a", policy.pk]}
 
 
@@ -196,3 +201,25 @@ def test_every_page_has_no_serious_accessibility_violations(browser, page_for, l
     found["login"] = serious_violations(anonymous)
     screenshot(anonymous, "login")
     assert {name: v for name, v in found.items() if v} == {}
+
+
+def test_a_locked_sign_in_says_so_in_the_live_region(browser, live_server, world, settings):
+    from django.core.cache import cache
+
+    settings.SWITCHYARD_LOGIN_FAILURES_PER_USERNAME = 2
+    cache.clear()
+    page = browser.new_context().new_page()
+    for _ in range(2):
+        page.goto(f"{live_server.url}{reverse('console:login')}")
+        page.get_by_label("Username").fill("alice")
+        page.get_by_label("Password").fill("not the password")
+        page.keyboard.press("Enter")
+        expect(page.get_by_role("alert")).to_contain_text("correct username and password")
+    sign_in_page = page.goto(f"{live_server.url}{reverse('console:login')}")
+    assert sign_in_page.status == 200
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill("correct horse battery 9")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("alert")).to_contain_text("Too many failed sign-ins")
+    assert "/console/login/" in page.url
+    cache.clear()

@@ -73,8 +73,11 @@ def test_tenant_b_urls_are_404_for_a_tenant_a_owner(world, login):
 
 def test_members_are_managed_within_ones_rank(world, login):
     client = login("alice")
-    client.post(reverse("console:member-add", args=["tenant-a"]), {"email": "new@example.test", "role": "developer"})
-    member = Membership.objects.get(tenant=world.a, user__email="new@example.test")
+    client.post(reverse("console:member-add", args=["tenant-a"]), {"email": "nobody@example.test", "role": "developer"})
+    invitation = world.a.invitations.get(email="nobody@example.test", status="pending")
+    accept = reverse("console:invitation-answer", args=[invitation.pk, "accept"])
+    assert login("nobody").post(accept).status_code == 302
+    member = Membership.objects.get(tenant=world.a, user__email="nobody@example.test", role="developer")
     client.post(reverse("console:member-role", args=["tenant-a", member.pk]), {"role": "viewer"})
     assert Membership.objects.get(pk=member.pk).role == "viewer"
     client.post(reverse("console:member-remove", args=["tenant-a", member.pk]))

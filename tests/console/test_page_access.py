@@ -95,3 +95,18 @@ def test_audit_pages_show_only_the_users_tenants(world, login):
 def test_bad_audit_filters_are_a_message_not_an_error(world, login):
     response = login("charlie").get(reverse("console:audit") + "?since=2026-13-45&actor=x")
     assert response.status_code == 200
+
+
+def test_a_grant_of_members_alone_opens_the_tenant_pages_but_no_usage(world, login):
+    """An auditor granted `view_members` on A reads its members, not its traffic: the overview, which is
+    usage, sends them on to the tenants instead of counting nothing (or failing)."""
+    from guardian.shortcuts import assign_perm
+
+    assign_perm("tenants.view_members", world.users["dave"], world.a)
+    client = login("dave")
+    assert client.get(reverse("console:home"))["Location"] == reverse("console:tenants")
+    assert client.get(reverse("console:tenants")).status_code == 200
+    page = client.get(reverse("console:tenant", args=["tenant-a"])).content.decode()
+    assert "Usage summary" not in page and "Members" in page
+    assert client.get(reverse("console:usage")).status_code == 404
+    assert client.get(reverse("console:fleet")).status_code == 404

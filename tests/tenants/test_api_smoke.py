@@ -2,15 +2,17 @@
 from apikeys.models import ApiKey
 from audit.models import AuditEvent
 from tests.conftest import bearer
+from tests.factories import make_member, make_user
 
 
 def test_owner_invites_member_mints_key_and_sets_quota(alice):
     client = bearer(alice.key)
     slug = alice.tenant.slug
-    member = client.post(f"/api/v1/tenants/{slug}/members/", {"email": "dev@a.test", "role": "developer"}, format="json")
-    assert member.status_code == 201, member.content
+    invited = client.post(f"/api/v1/tenants/{slug}/members/", {"email": "dev@a.test", "role": "developer"}, format="json")
+    assert invited.status_code == 201 and invited.json()["status"] == "pending", invited.content
+    member = make_member(alice.tenant, "developer", make_user("dev-a"))
     for_other = client.post(f"/api/v1/tenants/{slug}/keys/", {"name": "ide", "scopes": ["inference"],
-                                                               "user_id": member.json()["user_id"]}, format="json")
+                                                               "user_id": member.pk}, format="json")
     assert for_other.status_code == 403  # a personal key is minted by its owner only
     key = client.post(f"/api/v1/tenants/{slug}/keys/", {"name": "ci", "scopes": ["inference"]}, format="json")
     assert key.status_code == 201, key.content

@@ -12,8 +12,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit.actor import Actor
-from controlplane.api.viewsets import CrossTenantReadMixin, PrincipalMixin
-from tenants.roles import Perm
+from controlplane.api.viewsets import CrossTenantReadMixin, ReadRuleMixin
+from tenants.roles import Resource
 from usage import selectors, services
 from usage.api.serializers import (
     BreakdownQuerySerializer, CostQuerySerializer, GpuPriceSerializer, GpuPriceWriteSerializer, UsageQuerySerializer,
@@ -22,8 +22,7 @@ from usage.models import BudgetState, GpuPrice
 
 
 class UsageReadView(CrossTenantReadMixin, APIView):
-    # Usage and cost sit with quotas: members who may read quotas may read what was used against them.
-    read_perms = (Perm.VIEW_QUOTAS, Perm.MANAGE_QUOTAS)
+    resource = Resource.USAGE
     query_serializer = UsageQuerySerializer
 
     def parsed(self, request) -> tuple[dict, selectors.UsageQuery]:
@@ -91,9 +90,10 @@ def budget_row(state: BudgetState) -> dict:
             "cost_month_to_date_usd": str(state.cost_month_to_date_usd)}
 
 
-class GpuPriceViewSet(PrincipalMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
-    """GPU hourly prices: everyone may read; platform admins set new ones (history is kept)."""
+class GpuPriceViewSet(ReadRuleMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+    """GPU hourly prices: whoever may read usage somewhere reads them; platform admins set new ones (history kept)."""
 
+    resource = Resource.USAGE
     serializer_class = GpuPriceSerializer
     queryset = GpuPrice.objects.all()
 
