@@ -5,7 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_http_methods, require_safe
 from rest_framework.exceptions import ValidationError as ApiValidationError
 
 from audit.actor import Actor
@@ -95,7 +95,7 @@ def audit_manifest(request):
 
 
 @login_required
-@require_safe
+@require_http_methods(["GET", "HEAD", "POST"])  # POST: a manifest uploaded to check against
 def audit_verify(request):
     """Platform admins: walk the whole chain now (and check it against the witness, or an uploaded manifest)."""
     require_platform_admin(request, hide=True)

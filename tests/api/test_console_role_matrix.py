@@ -57,6 +57,7 @@ ROWS = [
     ("audit-export", "GET", lambda c, w, me: c.get(url("audit-export") + "?format=csv"), "status", AUDIT),
     ("audit-manifest", "GET", lambda c, w, me: c.get(url("audit-manifest")), "status", AUDIT),
     ("audit-verify", "GET", lambda c, w, me: c.get(url("audit-verify")), "status", (200,) + (404,) * 6),
+    ("audit-verify", "POST", lambda c, w, me: c.post(url("audit-verify")), "status", (200,) + (404,) * 6),
     ("slow", "GET", lambda c, w, me: c.get(url("slow")), "status", (200, 200, 200, 404, 404, 404, 404)),
     ("quota-policy-create", "GET", lambda c, w, me: c.get(url("quota-policy-create", A)), "status",
      (200, 200, 200, 403, 404, 403, 404)),

@@ -115,6 +115,8 @@ ROWS = [
     ("audit-export-manifest", "GET", lambda c, w, me: c.get("/api/v1/audit/export/manifest"), "status",
      (200, 200, 200, 403, 200, 403, 200)),
     ("audit-verify", "GET", lambda c, w, me: c.get("/api/v1/audit/verify"), "status", (200,) + (403,) * 6),
+    ("audit-verify", "POST", lambda c, w, me: c.post("/api/v1/audit/verify", {"since_manifest": "x"}, format="json"),
+     "status", (400,) + (403,) * 6),
     # the fleet: auditors and audit:read keys read none of it; engine internals for owners and admins only
     ("deployment-list", "GET", lambda c, w, me: c.get("/api/v1/deployments/"), "fleet rows",
      (FLEET_ALL, FLEET_A, FLEET_A, FLEET_A_NOINT, 403, FLEET_A_NOINT, 403)),
