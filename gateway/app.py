@@ -154,9 +154,11 @@ class GatewayApp:
         self.refresher = SnapshotRefresher(state, self.config.refresh_seconds)
         state.refresh_now = self.refresher.refresh_now
         self.refresher.install(await load_current(state.db, self.config.default_user_rpm))
+        await state.limiter.refresh_floors(state.db)  # budgets survive a Redis that lost them (docs/limits.md)
         self._inference = InferenceHandler(state)
         self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),
-                       asyncio.create_task(state.recorder.run(), name="gateway-usage-writer")]
+                       asyncio.create_task(state.recorder.run(), name="gateway-usage-writer"),
+                       asyncio.create_task(state.limiter.keep_floors(state.db), name="gateway-budget-floors")]
         # What start-up built (Django, settings, the snapshot) lives as long as the process: the
         # cyclic collector need not walk it again on every full collection while requests run.
         # And it runs when 20,000 more objects live than before (not 700): requests free what they
