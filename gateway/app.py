@@ -158,7 +158,7 @@ class GatewayApp:
         self._inference = InferenceHandler(state)
         self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),
                        asyncio.create_task(state.recorder.run(), name="gateway-usage-writer"),
-                       asyncio.create_task(state.limiter.keep_floors(state.db), name="gateway-budget-floors")]
+                       asyncio.create_task(state.limiter.maintain(state.db), name="gateway-limits-upkeep")]
         # What start-up built (Django, settings, the snapshot) lives as long as the process: the
         # cyclic collector need not walk it again on every full collection while requests run.
         # And it runs when 20,000 more objects live than before (not 700): requests free what they

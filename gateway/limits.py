@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 
 from gateway import budget_floors, errors
@@ -20,6 +21,10 @@ from gateway.snapshot import KeyInfo, Snapshot
 
 log = logging.getLogger("gateway.limits")
 MAX_CACHED_KEYS = 10_000
+# Requests running longer than this have their concurrency leases (600 s) and budget reservations
+# (900 s) renewed, once per this long: a long stream neither frees its slot nor hands back its
+# reservation while it still runs (which would let others spend what it is about to spend).
+RENEW_AFTER_SECONDS = 120.0
 SUBJECT_KINDS = {"tenant": SubjectKind.TENANT, "api_key": SubjectKind.KEY, "user": SubjectKind.USER}
 
 
@@ -41,6 +46,7 @@ class Limiter:
         self._subjects: dict[tuple, tuple[Subject, ...]] = {}  # per key, for `_subjects_of`'s snapshot
         self._subjects_of: tuple | None = None  # (snapshot, floors) the cached subjects were built from
         self.floors = BudgetFloors()  # what the usage records say budgeted subjects spent this month
+        self._running: dict[int, list] = {}  # id(admission) -> [admitted or last renewed (monotonic), admission]
 
     async def admit(self, *, key: KeyInfo, snapshot: Snapshot, request_id: str, prompt_tokens: int,
                     max_tokens: int) -> Admission:
@@ -56,7 +62,10 @@ class Limiter:
             self._metrics.limit_rejections.labels(str(key.tenant_id), "limiter_unavailable").inc()
             raise errors.GatewayError(503, "limits_unavailable", "Limits cannot be checked right now; retry shortly.",
                                       [(b"retry-after", b"1")])
-        return Admission(headers=headers, reservation=decision.reservation)
+        admission = Admission(headers=headers, reservation=decision.reservation)
+        if decision.reservation is not None:
+            self._running[id(admission)] = [time.monotonic(), admission]
+        return admission
 
     def _subjects_for(self, snapshot: Snapshot, key: KeyInfo) -> tuple[Subject, ...]:
         """`subjects_for`, computed once per key, snapshot and floors (both are immutable)."""
@@ -75,24 +84,38 @@ class Limiter:
         """Load the budget floors from the usage records (in a database thread)."""
         self.floors = await db.run(load_budget_floors)
 
-    async def keep_floors(self, db) -> None:
-        """Reload the floors every `budget_floors.REFRESH_SECONDS`; keep the last ones while the
-        database is away (they only ever grow within a month, so old ones are still a floor)."""
+    async def maintain(self, db) -> None:
+        """Every `budget_floors.REFRESH_SECONDS`: reload the floors (keeping the last ones while the
+        database is away: within a month they only grow, so old ones are still a floor), and renew
+        what requests running for long hold."""
         while True:
             await asyncio.sleep(budget_floors.REFRESH_SECONDS)
             try:
                 await self.refresh_floors(db)
             except Exception:
                 log.warning("budget floors not refreshed; keeping the previous ones", exc_info=True)
+            await self.renew_long_requests()
+
+    async def renew_long_requests(self, after: float | None = None) -> int:
+        """Renew the leases and reservations of requests admitted (or renewed) `after` s ago or more."""
+        now, after = time.monotonic(), RENEW_AFTER_SECONDS if after is None else after
+        due = [entry for entry in self._running.values() if now - entry[0] >= after]
+        for entry in due:
+            entry[0] = now
+        await asyncio.gather(*(self._limiter.extend(entry[1].reservation) for entry in due
+                               if entry[1].reservation is not None))
+        return len(due)
 
     async def settle(self, admission: Admission, *, used_tokens: int) -> None:
         """Hand the reservation back with the actual tokens (also 0 for failed requests)."""
+        self._running.pop(id(admission), None)
         if admission.reservation is not None:
             await self._limiter.settle(admission.reservation, used_tokens)
             admission.reservation = None
 
     def settle_soon(self, admission: Admission, *, used_tokens: int) -> None:
         """`settle` without waiting for Redis (after the answer went out; see RateLimiter.settle_soon)."""
+        self._running.pop(id(admission), None)
         if admission.reservation is not None:
             self._limiter.settle_soon(admission.reservation, used_tokens)
             admission.reservation = None

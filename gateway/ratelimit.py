@@ -317,6 +317,8 @@ class RateLimiter:
     async def extend(self, reservation: Reservation) -> bool:
         """Renew the concurrency leases and budget reservations of a long-running stream."""
         renewable = [c for c in reservation.checks if SCRIPT_KIND[c.limit_kind] in "CB"]
+        if not renewable:  # only rates: nothing lapses
+            return True
         plan = Plan.of(renewable, kinds=lambda c: SCRIPT_KIND[c.limit_kind].lower())
         return await self._quietly(plan, reservation.request_id, (0, 0, 0, 0))
 
