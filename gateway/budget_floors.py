@@ -32,15 +32,19 @@ class BudgetFloors:
         return (self.month, used) if used else None
 
 
-def load_budget_floors(now: float | None = None) -> BudgetFloors:
-    """The floors of every subject with a monthly token budget, from the usage records."""
+def load_budget_floors() -> BudgetFloors:
+    """`budget_floors_at` now, in a gateway database thread."""
     from django.db import close_old_connections
 
+    close_old_connections()  # a long-lived thread must not keep a broken or stale connection
+    return budget_floors_at(time.time())
+
+
+def budget_floors_at(now: float) -> BudgetFloors:
+    """The floors of every subject with a monthly token budget, from the usage records."""
     from quotas.models import QuotaPolicy
     from usage.budgets import subject_month_tokens
 
-    close_old_connections()  # a long-lived thread must not keep a broken or stale connection
-    now = time.time() if now is None else now
     tenants, keys, users = set(), {}, set()
     for row in QuotaPolicy.objects.filter(monthly_token_budget__isnull=False).values(
             "tenant_id", "api_key_id", "api_key__prefix", "user_id"):

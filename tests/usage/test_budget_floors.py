@@ -3,7 +3,7 @@ which the gateway's budgets count at least (`gateway.budget_floors`)."""
 from datetime import timedelta
 
 from apikeys.scopes import Scope
-from gateway.budget_floors import load_budget_floors
+from gateway.budget_floors import budget_floors_at
 from quotas.models import QuotaPolicy
 from quotas.services import create_quota_policy
 from tests.factories import SYSTEM, make_key, make_member, make_user
@@ -49,7 +49,7 @@ def test_the_gateway_loads_a_floor_for_every_budgeted_subject(tenant_a):
                               prompt_tokens=30, completion_tokens=3),
                         event(tenant_a, NOW - timedelta(minutes=1), api_key_prefix=other.prefix, prompt_tokens=7,
                               completion_tokens=0)])
-    floors = load_budget_floors(NOW.timestamp())
+    floors = budget_floors_at(NOW.timestamp())
     assert floors.month == "2026-01"
     assert floors.of("tenant", tenant_a.pk, tenant_a.pk) == ("2026-01", 40)
     assert floors.of("api_key", tenant_a.pk, key.pk) == ("2026-01", 33)
