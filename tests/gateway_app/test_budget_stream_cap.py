@@ -4,18 +4,14 @@ from an engine that ignores max_tokens and sends several tokens per chunk."""
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import httpx
 import pytest
-import uvicorn
 
 from quotas.services import create_quota_policy
 from tests.factories import SYSTEM
 from tests.gateway_app.conftest import inference_key, wait_for
-from tests.gateway_app.helpers import add_deployment, make_model_version, usage_rows
-from tests.processes import free_port
+from tests.gateway_app.helpers import EchoEngine, add_deployment, make_model_version, read_request, usage_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "runaway-coder"
@@ -23,30 +19,16 @@ TOKENS_PER_CHUNK = 5
 CHUNKS = 200  # per choice: far past any cap
 
 
-class RunawayEngine:
+class RunawayEngine(EchoEngine):
     """A stand-in engine that ignores max_tokens: every choice streams CHUNKS chunks of 5 tokens each,
     with vLLM's running usage when asked for it (or never, `reports_usage=False`). Keeps the bodies."""
 
     def __init__(self, reports_usage: bool = True):
         self.reports_usage = reports_usage
-        self.bodies: list[dict] = []
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(self._app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    lifespan="off", access_log=False, interface="asgi3"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        while not self.server.started:
-            time.sleep(0.01)
+        super().__init__(MODEL)
 
     async def _app(self, scope, receive, send) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        request = json.loads(body)
+        request = json.loads(await read_request(receive))
         self.bodies.append(request)
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         running = (request.get("stream_options") or {}).get("continuous_usage_stats") and self.reports_usage
@@ -64,10 +46,6 @@ class RunawayEngine:
             except OSError:
                 return
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture(params=[True, False], ids=["running-usage", "no-usage"])

@@ -8,7 +8,7 @@ import json
 
 import httpx
 import pytest
-from sim_helpers import MODEL
+from sim_helpers import MODEL, leave_mid_request
 
 from simulator.app import build_app
 from simulator.config import SimulatorConfig
@@ -119,23 +119,7 @@ def test_a_client_leaving_aborts_every_sequence():
     async def scenario() -> int:
         app = build_app(SimulatorConfig(served_model_name=MODEL, decode_ms_per_token=50, prefill_ms_per_token=0))
         body = json.dumps({"prompt": ["a", "b"], "n": 2, "max_tokens": 1000}).encode()
-        messages = [{"type": "http.request", "body": body, "more_body": False}]
-        gone = asyncio.Event()
-
-        async def receive() -> dict:
-            if messages:
-                return messages.pop()
-            await gone.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict) -> None:
-            pass
-
-        handler = asyncio.create_task(app({"type": "http", "path": "/v1/completions", "method": "POST"},
-                                          receive, send))
-        await asyncio.sleep(0.1)
-        gone.set()
-        await asyncio.wait_for(handler, 5)
+        await leave_mid_request(app, "/v1/completions", body, after=0.1)
         aborted = app.engine.stats.finished["abort"]
         await app.engine.stop()
         return aborted
