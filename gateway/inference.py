@@ -291,7 +291,7 @@ class InferenceHandler:
             original = call.parsed if call.parsed is not None else call.payload  # what the client asked for
             relay = SseRelay(strip_usage=not wants_usage(original), token_cap=token_cap,
                              strip_running_usage=token_cap is not None and not wants_continuous_usage(original),
-                             prompts=call.work.prompts, choices_per_prompt=call.work.choices_per_prompt)
+                             prompts=call.work.prompts, choices_per_prompt=call.payload.get("n") or 1)
             await relay_stream(response, client, record, relay, idle, first)
             if relay.cut:
                 record.outcome = "rate_limited"

@@ -74,6 +74,8 @@ def test_a_stream_is_cut_at_what_its_choices_may_generate(gateway, tenant_a, run
     (row,) = wait_for(lambda: usage_rows(request_id=rid), timeout=5)
     # Billed: the 60 tokens reserved for the three choices, and at most the chunk that went past them.
     assert 60 < row.completion_tokens <= 60 + TOKENS_PER_CHUNK and row.outcome == "rate_limited"
+    # No final usage came: the prompt is billed as the running usage reported it (else the estimate).
+    assert row.prompt_tokens == (9 if runaway.reports_usage else 1)
 
 
 def test_the_engine_is_told_each_choices_length_under_a_budget(gateway, tenant_a, runaway):
