@@ -80,7 +80,7 @@ class SseRelay:
             return b"" if self.strip_usage else event + SEPARATOR
         if choice is not None and self._take_running_usage(event, at, int(choice.group(1))):
             if self.strip_running_usage:
-                event = _RUNNING_USAGE.sub(b"", event, 1)
+                event = _without_running_usage(event, at)
         elif self.token_cap is not None:
             self._count_conservatively(event)
         else:
@@ -113,9 +113,11 @@ class SseRelay:
         used = int(completion.group(1))
         self.streamed_tokens += used - state[0] - state[1]  # what the engine reports replaces our count
         state[0], state[1] = used, 0
-        prompt = _PROMPT.search(event, at)
-        if prompt is not None:
-            self._prompt_tokens[index // self.choices_per_prompt] = int(prompt.group(1))
+        of = index // self.choices_per_prompt
+        if of not in self._prompt_tokens:  # a prompt's tokens do not change from chunk to chunk
+            prompt = _PROMPT.search(event, at)
+            if prompt is not None:
+                self._prompt_tokens[of] = int(prompt.group(1))
         return True
 
     def _count_conservatively(self, event: bytes) -> None:
@@ -133,6 +135,14 @@ class SseRelay:
             state = self._reported.setdefault(index if type(index) is int else 0, [0, 0])
             state[1] += tokens
             self.streamed_tokens += tokens
+
+
+def _without_running_usage(event: bytes, at: int) -> bytes:
+    """The event without its `,"usage":{...}` member (`at`: where `"usage"` starts)."""
+    end = event.find(b"}", at)
+    if event[at - 1:at] == b"," and event.find(b"{", at + 9, end) < 0:  # vLLM's: flat, after a comma
+        return event[:at - 1] + event[end + 1:]
+    return _RUNNING_USAGE.sub(b"", event, 1)
 
 
 def _delta_tokens(choice: dict) -> int:

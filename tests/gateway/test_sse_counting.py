@@ -59,6 +59,13 @@ def test_running_usage_is_stripped_unless_the_client_asked_for_it():
     assert stripped[1]["choices"][0]["delta"]["content"] == "x" and stripped[0]["choices"][0]["delta"]["role"]
 
 
+def test_running_usage_with_nested_details_is_stripped_whole():
+    nested = chunk(0, "x", 1).replace(b'"completion_tokens":1}',
+                                      b'"completion_tokens":1,"completion_tokens_details":{"reasoning_tokens":0}}')
+    (event,) = events(SseRelay(strip_usage=True, token_cap=99, strip_running_usage=True).feed(nested))
+    assert "usage" not in event and event["choices"][0]["delta"]["content"] == "x"
+
+
 def test_the_final_usage_chunk_is_the_requests_usage():
     relay = SseRelay(strip_usage=True, token_cap=99, strip_running_usage=True)
     out = relay.feed(chunk(0, "a", 1) + chunk(1, "b", 1) + final_usage(5, 2) + b"data: [DONE]\n\n")
