@@ -82,7 +82,9 @@ class Limiter:
 
     async def refresh_floors(self, db) -> None:
         """Load the budget floors from the usage records (in a database thread)."""
-        self.floors = await db.run(load_budget_floors)
+        floors = await db.run(load_budget_floors)
+        if floors != self.floors:  # unchanged floors keep the cached subjects (and their plans)
+            self.floors = floors
 
     async def maintain(self, db) -> None:
         """Every `budget_floors.REFRESH_SECONDS`: reload the floors (keeping the last ones while the
@@ -103,7 +105,7 @@ class Limiter:
         for entry in due:
             entry[0] = now
         await asyncio.gather(*(self._limiter.extend(entry[1].reservation) for entry in due
-                               if entry[1].reservation is not None))
+                               if entry[1].reservation is not None), return_exceptions=True)
         return len(due)
 
     async def settle(self, admission: Admission, *, used_tokens: int) -> None:

@@ -83,7 +83,7 @@ def _check_fields(payload: dict) -> None:
 _TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")
 
 
-def max_tokens(payload: dict, kind: str = "chat") -> int | None:
+def max_tokens(payload: dict, kind: str) -> int | None:
     """The completion length per choice the client asked for, if any, read as vLLM reads it:
     chat prefers `max_completion_tokens`; completions know only `max_tokens`."""
     if kind == "chat":
@@ -92,7 +92,8 @@ def max_tokens(payload: dict, kind: str = "chat") -> int | None:
     return payload.get("max_tokens")
 
 
-# --- The work a request may make the engine do: what admission reserves (docs/limits.md, "Budgets") ---
+# --- The work a request may make the engine do: what admission reserves ---
+# (docs/limits.md, "What a request reserves")
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's completions default when max_tokens is absent (chat has none)
 MAX_CHOICES = 128  # n and best_of: OpenAI's largest n
