@@ -21,6 +21,7 @@ DONE = b"data: [DONE]"
 _INDEX = re.compile(rb'"index"\s*:\s*(\d+)')  # a chunk's first "index" is its choice's (it precedes usage)
 _COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
+_USAGE_KEY = re.compile(rb'"usage"\s*:')
 # The usage member of a chunk (its objects nest one level deep at most: *_tokens_details). A quote
 # inside a JSON string is escaped, so `"usage"` followed by a colon can only be a key.
 _RUNNING_USAGE = re.compile(rb',\s*"usage"\s*:\s*\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}')
@@ -74,7 +75,7 @@ class SseRelay:
         if event.startswith(DONE):
             self.finished = True
             return event + SEPARATOR
-        at = event.find(b'"usage"')
+        at = _usage_at(event)
         choice = _INDEX.search(event, 0, at) if at >= 0 else None
         if at >= 0 and choice is None and self._take_usage(event):  # the usage-only (`choices: []`) chunk
             return b"" if self.strip_usage else event + SEPARATOR
@@ -135,6 +136,15 @@ class SseRelay:
             state = self._reported.setdefault(index if type(index) is int else 0, [0, 0])
             state[1] += tokens
             self.streamed_tokens += tokens
+
+
+def _usage_at(event: bytes) -> int:
+    """Where the event's `"usage"` key starts (-1: none). A text "usage" is a quoted string too,
+    but only a key is followed by a colon."""
+    at = event.find(b'"usage"')
+    while at >= 0 and _USAGE_KEY.match(event, at) is None:
+        at = event.find(b'"usage"', at + 7)
+    return at
 
 
 def _without_running_usage(event: bytes, at: int) -> bytes:

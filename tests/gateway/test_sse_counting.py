@@ -66,6 +66,14 @@ def test_running_usage_with_nested_details_is_stripped_whole():
     assert "usage" not in event and event["choices"][0]["delta"]["content"] == "x"
 
 
+def test_a_text_that_reads_usage_is_text():
+    relay = SseRelay(strip_usage=True, token_cap=99, strip_running_usage=True)
+    (event,) = events(relay.feed(chunk(0, "usage", used=1)))
+    assert event["choices"][0]["delta"]["content"] == "usage" and "usage" not in event
+    (plain,) = events(relay.feed(chunk(0, "usage")))  # no running usage: counted by its text (5 bytes)
+    assert plain["choices"][0]["delta"]["content"] == "usage" and relay.streamed_tokens == 1 + 5
+
+
 def test_the_final_usage_chunk_is_the_requests_usage():
     relay = SseRelay(strip_usage=True, token_cap=99, strip_running_usage=True)
     out = relay.feed(chunk(0, "a", 1) + chunk(1, "b", 1) + final_usage(5, 2) + b"data: [DONE]\n\n")
