@@ -110,3 +110,16 @@ def test_a_key_budget_holds_for_every_request_shape(budget_gateway, tenant_a, bu
     assert spent <= budget + OVERSPEND_BOUND
     assert wait_for(lambda: redis_used(budget_gateway, key.api_key.pk) == spent, timeout=5), \
         (redis_used(budget_gateway, key.api_key.pk), spent)
+
+
+@pytest.mark.parametrize("fields, code", [({"n": 0}, "invalid_n"), ({"n": 2, "best_of": 1}, "invalid_best_of"),
+                                          ({"prompt": ["p"] * 1025}, "invalid_prompt")])
+def test_bad_multipliers_are_400s_before_any_limit_counts(budget_gateway, tenant_a, fields, code):
+    key = inference_key(tenant_a)
+    create_quota_policy(tenant=tenant_a, api_key=key.api_key, actor=SYSTEM, requests_per_minute=1)
+    budget_gateway.wait_synced()
+    body = {"model": MODEL, "prompt": "x", "max_tokens": 2, **fields}
+    for _ in range(2):
+        refused = budget_gateway.post("/v1/completions", key.raw, body)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == code
+    assert budget_gateway.post("/v1/completions", key.raw, {"model": MODEL, "prompt": "x"}).status_code == 200
