@@ -8,23 +8,16 @@ from quotas.services import create_quota_policy
 from tests.factories import SYSTEM
 from tests.gateway_app.conftest import inference_key, wait_for
 from tests.gateway_app.helpers import add_deployment, make_model_version, usage_rows
-from tests.processes import ENGINE_PYTHON
-
-MODEL = "tiny-coder"
-
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(not ENGINE_PYTHON.exists(), reason=".venv-engine is absent (build it with `make engine`)"),
-    pytest.mark.django_db(transaction=True),
-]
+from tests.gateway_app.test_real_vllm import MODEL, pytestmark  # noqa: F401 (the same engine, the same marks)
 
 
 @pytest.fixture
 def budgeted(gateway, tenant_a, tiny_vllm_url):
-    add_deployment(make_model_version(MODEL), tenant=None, name="tiny-shared", urls=[tiny_vllm_url],
-                   runtime_backend="local")
+    """A gateway in front of the session's vLLM, and a key with a (roomy) monthly token budget."""
     key = inference_key(tenant_a)
     create_quota_policy(tenant=tenant_a, api_key=key.api_key, actor=SYSTEM, monthly_token_budget=1_000_000)
+    add_deployment(make_model_version(MODEL), tenant=None, name="tiny-budgeted", urls=[tiny_vllm_url],
+                   runtime_backend="local")
     server = gateway()
     server.wait_until_serving(key.raw, MODEL)
     return server, key
