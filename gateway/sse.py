@@ -67,7 +67,10 @@ class SseRelay:
         if self.token_cap is None and complete.find(b'"usage"') < 0 and complete.find(b"[DONE]") < 0:
             self.streamed_tokens += _token_events(complete)  # the common case: plain token events
             return complete
-        return b"".join(self._event(event) for event in complete.split(SEPARATOR)[:-1])
+        events = complete.split(SEPARATOR)
+        if len(events) == 2:  # one event, the usual read of a stream
+            return self._event(events[0])
+        return b"".join(self._event(event) for event in events[:-1])
 
     def _event(self, event: bytes) -> bytes:
         if self.cut:
