@@ -161,15 +161,18 @@ class GatewayApp:
         state.refresh_now = self.refresher.refresh_now
         try:
             self.refresher.install(await load_current(state.db, self.config.default_user_rpm))
+            await state.limiter.refresh_floors(state.db)  # budgets survive a Redis that lost them (docs/limits.md)
         except Exception as error:
             if not database_unavailable(error):
                 raise
             # Up anyway: requests get 503 service_unavailable (not refused connections) until the
-            # refresher loads the first snapshot, and the usage writer replays what was spooled.
+            # refresher loads the first snapshot, and the usage writer replays what was spooled;
+            # the limits' upkeep task loads the budget floors once the database is back.
             log.error("database unavailable at start-up (%s); answering 503 until it returns", type(error).__name__)
         self._inference = InferenceHandler(state)
         self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),
-                       asyncio.create_task(state.recorder.run(), name="gateway-usage-writer")]
+                       asyncio.create_task(state.recorder.run(), name="gateway-usage-writer"),
+                       asyncio.create_task(state.limiter.maintain(state.db), name="gateway-limits-upkeep")]
         # What start-up built (Django, settings, the snapshot) lives as long as the process: the
         # cyclic collector need not walk it again on every full collection while requests run.
         # And it runs when 20,000 more objects live than before (not 700): requests free what they

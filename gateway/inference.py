@@ -18,8 +18,8 @@ from gateway.fair_queue import QueueFull, QueueTimeout
 from gateway.http import ClientGone, JSON_HEADERS, header, read_body, request_ids
 from gateway.limits import budget_name, over_budget
 from gateway.metering import RequestRecord
-from gateway.payload import (BATCH_PRIORITY, DEFAULT_COMPLETION_RESERVE, estimate_prompt_tokens, max_tokens,
-                             parse_payload, prompt_sample, upstream_body, wants_usage)
+from gateway.payload import (BATCH_PRIORITY, Work, parse_payload, prompt_sample, request_work, upstream_body,
+                             wants_continuous_usage, wants_usage)
 from gateway.proxy import (FALLBACK_BUDGET, ClientStream, UpstreamFailure, first_chunk, open_upstream, relay_json,
                            relay_stream, usage_of)
 from gateway.redaction import redact_body
@@ -46,6 +46,7 @@ class Call:
     answer: bytes | None = None  # a whole 200 answer, kept for the de-duplication cache
     raw: bytes = b""  # the body as it came, forwarded unchanged while `payload` is still `parsed`
     parsed: dict | None = None
+    work: Work | None = None  # its worst case, as admission reserved it (`request_work`)
 
 
 class InferenceHandler:
@@ -105,18 +106,24 @@ class InferenceHandler:
         return Call(record.endpoint, key, tenant, pools, payload, hints, batch, use_cache, raw=raw, parsed=payload)
 
     async def _admitted(self, call: Call, client: ClientStream, record: RequestRecord) -> None:
-        """Take the limits' reservation, then serve; the reservation is settled whatever happens."""
+        """Take the limits' reservation, then serve; the reservation is settled whatever happens.
+
+        The reservation is the request's worst case (`request_work`): an upper bound of its prompt
+        and every choice's completion (n, best_of, each prompt of a batch). Under a token budget
+        only that may be spent: the engine is told each choice's length, and a stream is cut once
+        its choices together generated more (docs/limits.md, "What a budget can overspend")."""
         limiter, snapshot = self.state.limiter, self.state.snapshot
-        estimate, asked = estimate_prompt_tokens(call.payload, call.kind), max_tokens(call.payload)
+        work = call.work = request_work(call.payload, call.raw, call.kind)  # 400s: bad n / best_of / batches
         admission = await limiter.admit(key=call.key, snapshot=snapshot, request_id=record.request_id,
-                                        prompt_tokens=estimate, max_tokens=asked or DEFAULT_COMPLETION_RESERVE)
-        if asked is None and snapshot.has_token_budget(call.key):
-            # Only what was reserved may be spent: longer answers are cut at the reservation.
-            admission.token_cap = DEFAULT_COMPLETION_RESERVE
+                                        prompt_tokens=work.prompt_tokens, max_tokens=work.completion_tokens)
+        if snapshot.has_token_budget(call.key):
+            admission.token_cap = work.completion_tokens
         client.extra_headers = admission.headers
         try:
             self._redact(call, record)
-            await self._answer(call, client, record, estimate, admission.token_cap)
+            if admission.token_cap is not None:
+                call.payload = _capped(call.payload, call.kind, work)
+            await self._answer(call, client, record, work.estimate, admission.token_cap)
         finally:
             # Queued without waiting (the answer already went out), and nothing to cancel: a client
             # that leaves cannot leave its reservation behind. Redis runs it before any later
@@ -219,8 +226,6 @@ class InferenceHandler:
         With a fallback `budget`, an engine that misses it raises its `UpstreamFailure` to `_serve`.
         """
         state, tried, failure = self.state, set(), None
-        if token_cap is not None and not call.payload.get("stream"):
-            call.payload = _capped(call.payload, token_cap)
         for attempt in range(2):
             upstream = state.balancer.choose(call.pools, call.hints, tried)
             if upstream is None:
@@ -283,7 +288,10 @@ class InferenceHandler:
                 body = await relay_json(response, client, record, idle)
                 call.answer = body if response.status == 200 else None
                 return
-            relay = SseRelay(strip_usage=not wants_usage(call.payload), token_cap=token_cap)
+            original = call.parsed if call.parsed is not None else call.payload  # what the client asked for
+            relay = SseRelay(strip_usage=not wants_usage(original), token_cap=token_cap,
+                             strip_running_usage=token_cap is not None and not wants_continuous_usage(original),
+                             prompts=call.work.prompts, choices_per_prompt=call.payload.get("n") or 1)
             await relay_stream(response, client, record, relay, idle, first)
             if relay.cut:
                 record.outcome = "rate_limited"
@@ -305,13 +313,15 @@ class InferenceHandler:
             self.state.recorder.record(record.as_row())
 
 
-def _capped(payload: dict, cap: int) -> dict:
-    """A non-streaming request cannot be cut mid-way: ask the engine for at most `cap` tokens."""
-    asked = max_tokens(payload)
-    if asked is not None and asked <= cap:
-        return payload
-    capped = {**payload, "max_tokens": max(cap, 1)}
-    capped.pop("max_completion_tokens", None)
+def _capped(payload: dict, kind: str, work: Work) -> dict:
+    """Only what was reserved may be spent: the engine is told each choice's length when the client
+    did not name it (a request cannot be cut once answered whole), and a stream asks for usage on
+    every chunk, so that the relay counts what is generated exactly (gateway.sse)."""
+    capped = payload if work.asked else {**payload, "max_tokens": work.per_choice}
+    if payload.get("stream"):
+        options = payload.get("stream_options")
+        options = options if isinstance(options, dict) else {}
+        capped = {**capped, "stream_options": {**options, "continuous_usage_stats": True}}
     return capped
 
 

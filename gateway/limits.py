@@ -7,15 +7,24 @@ price), which the snapshot carries per tenant; `max_cost_micros` is therefore 0 
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
+import time
 from dataclasses import dataclass, field
 
-from gateway import errors
+from gateway import budget_floors, errors
+from gateway.budget_floors import BudgetFloors, load_budget_floors
 from gateway.ratelimit import Admission as LimitRequest
 from gateway.ratelimit import LimiterConfig, Limits, Outcome, RateLimiter, Subject, SubjectKind, month_bounds
 from gateway.snapshot import KeyInfo, Snapshot
 
+log = logging.getLogger("gateway.limits")
 MAX_CACHED_KEYS = 10_000
+# Requests running longer than this have their concurrency leases (600 s) and budget reservations
+# (900 s) renewed, once per this long: a long stream neither frees its slot nor hands back its
+# reservation while it still runs (which would let others spend what it is about to spend).
+RENEW_AFTER_SECONDS = 120.0
 SUBJECT_KINDS = {"tenant": SubjectKind.TENANT, "api_key": SubjectKind.KEY, "user": SubjectKind.USER}
 
 
@@ -35,7 +44,9 @@ class Limiter:
         self._limiter = RateLimiter(client, LimiterConfig(prefix=prefix))
         self._metrics = metrics
         self._subjects: dict[tuple, tuple[Subject, ...]] = {}  # per key, for `_subjects_of`'s snapshot
-        self._subjects_of: Snapshot | None = None
+        self._subjects_of: tuple | None = None  # (snapshot, floors) the cached subjects were built from
+        self.floors = BudgetFloors()  # what the usage records say budgeted subjects spent this month
+        self._running: dict[int, list] = {}  # id(admission) -> [admitted or last renewed (monotonic), admission]
 
     async def admit(self, *, key: KeyInfo, snapshot: Snapshot, request_id: str, prompt_tokens: int,
                     max_tokens: int) -> Admission:
@@ -51,35 +62,73 @@ class Limiter:
             self._metrics.limit_rejections.labels(str(key.tenant_id), "limiter_unavailable").inc()
             raise errors.GatewayError(503, "limits_unavailable", "Limits cannot be checked right now; retry shortly.",
                                       [(b"retry-after", b"1")])
-        return Admission(headers=headers, reservation=decision.reservation)
+        admission = Admission(headers=headers, reservation=decision.reservation)
+        if decision.reservation is not None:
+            self._running[id(admission)] = [time.monotonic(), admission]
+        return admission
 
     def _subjects_for(self, snapshot: Snapshot, key: KeyInfo) -> tuple[Subject, ...]:
-        """`subjects_for`, computed once per key and snapshot (snapshots are immutable)."""
-        if snapshot is not self._subjects_of or len(self._subjects) >= MAX_CACHED_KEYS:
+        """`subjects_for`, computed once per key, snapshot and floors (both are immutable)."""
+        made_of = self._subjects_of
+        if made_of is None or made_of[0] is not snapshot or made_of[1] is not self.floors \
+                or len(self._subjects) >= MAX_CACHED_KEYS:
             self._subjects.clear()
-            self._subjects_of = snapshot
+            self._subjects_of = (snapshot, self.floors)
         cache_key = (key.id, key.tenant_id, key.user_id)
         subjects = self._subjects.get(cache_key)
         if subjects is None:
-            subjects = self._subjects[cache_key] = tuple(subjects_for(snapshot, key))
+            subjects = self._subjects[cache_key] = tuple(subjects_for(snapshot, key, self.floors))
         return subjects
+
+    async def refresh_floors(self, db) -> None:
+        """Load the budget floors from the usage records (in a database thread)."""
+        floors = await db.run(load_budget_floors)
+        if floors != self.floors:  # unchanged floors keep the cached subjects (and their plans)
+            self.floors = floors
+
+    async def maintain(self, db) -> None:
+        """Every `budget_floors.REFRESH_SECONDS`: reload the floors (keeping the last ones while the
+        database is away: within a month they only grow, so old ones are still a floor), and renew
+        what requests running for long hold."""
+        while True:
+            await asyncio.sleep(budget_floors.REFRESH_SECONDS)
+            try:
+                await self.refresh_floors(db)
+            except Exception:
+                log.warning("budget floors not refreshed; keeping the previous ones", exc_info=True)
+            await self.renew_long_requests()
+
+    async def renew_long_requests(self, after: float | None = None) -> int:
+        """Renew the leases and reservations of requests admitted (or renewed) `after` s ago or more."""
+        now, after = time.monotonic(), RENEW_AFTER_SECONDS if after is None else after
+        due = [entry for entry in self._running.values() if now - entry[0] >= after]
+        for entry in due:
+            entry[0] = now
+        await asyncio.gather(*(self._limiter.extend(entry[1].reservation) for entry in due
+                               if entry[1].reservation is not None), return_exceptions=True)
+        return len(due)
 
     async def settle(self, admission: Admission, *, used_tokens: int) -> None:
         """Hand the reservation back with the actual tokens (also 0 for failed requests)."""
+        self._running.pop(id(admission), None)
         if admission.reservation is not None:
             await self._limiter.settle(admission.reservation, used_tokens)
             admission.reservation = None
 
     def settle_soon(self, admission: Admission, *, used_tokens: int) -> None:
         """`settle` without waiting for Redis (after the answer went out; see RateLimiter.settle_soon)."""
+        self._running.pop(id(admission), None)
         if admission.reservation is not None:
             self._limiter.settle_soon(admission.reservation, used_tokens)
             admission.reservation = None
 
 
-def subjects_for(snapshot: Snapshot, key: KeyInfo) -> list[Subject]:
-    """Every level that governs the key, each enforced on its own."""
-    subjects = [Subject(SUBJECT_KINDS[p.level], str(p.subject_id), _limits(p)) for p in snapshot.policies_for(key)]
+def subjects_for(snapshot: Snapshot, key: KeyInfo, floors: BudgetFloors | None = None) -> list[Subject]:
+    """Every level that governs the key, each enforced on its own; budgets count at least their floor."""
+    floors = floors or BudgetFloors()
+    subjects = [Subject(SUBJECT_KINDS[p.level], str(p.subject_id), _limits(p, floors.of(p.level, key.tenant_id,
+                                                                                    p.subject_id)))
+                for p in snapshot.policies_for(key)]
     user_rpm = snapshot.user_rpm(key)
     if user_rpm is not None and not any(s.kind == SubjectKind.USER for s in subjects):
         subjects.append(Subject(SubjectKind.USER, str(key.user_id), Limits(requests_per_minute=user_rpm)))
@@ -88,9 +137,10 @@ def subjects_for(snapshot: Snapshot, key: KeyInfo) -> list[Subject]:
     return subjects
 
 
-def _limits(policy) -> Limits:
+def _limits(policy, floor: tuple[str, int] | None = None) -> Limits:
     return Limits(requests_per_minute=policy.requests_per_minute, tokens_per_minute=policy.tokens_per_minute,
-                  concurrent_requests=policy.max_concurrent_requests, monthly_tokens=policy.monthly_token_budget)
+                  concurrent_requests=policy.max_concurrent_requests, monthly_tokens=policy.monthly_token_budget,
+                  monthly_tokens_floor=floor if policy.monthly_token_budget is not None else None)
 
 
 def _with_user_rpm(subject: Subject, rpm: int) -> Subject:
@@ -98,7 +148,8 @@ def _with_user_rpm(subject: Subject, rpm: int) -> Subject:
     if limits.requests_per_minute is not None:
         return subject
     return Subject(subject.kind, subject.id, Limits(rpm, limits.tokens_per_minute, limits.concurrent_requests,
-                                                    limits.monthly_tokens))
+                                                    limits.monthly_tokens,
+                                                    monthly_tokens_floor=limits.monthly_tokens_floor))
 
 
 def limited(decision, headers: list) -> errors.GatewayError:

@@ -195,8 +195,11 @@ async def _pump(response, client: ClientStream, record, relay: SseRelay, idle: f
 
 
 def _bill_streamed(record, relay: SseRelay) -> None:
-    """No final usage chunk (cut, cancelled, failed): bill the tokens that were streamed."""
+    """No final usage chunk (cut, cancelled, failed): bill the tokens that were streamed, and the
+    prompts' tokens if the chunks' running usage told them (else the estimate stays)."""
     record.completion_tokens = max(record.completion_tokens, relay.streamed_tokens)
+    if relay.prompt_tokens is not None:
+        record.prompt_tokens = relay.prompt_tokens
 
 
 async def _end_with_error(client: ClientStream, relay: SseRelay, status: int, code: str, message: str) -> None:

@@ -46,6 +46,10 @@ class Limits:
     concurrent_requests: int | None = None
     monthly_tokens: int | None = None
     monthly_cost_micros: int | None = None  # micro-dollars
+    # (month label, tokens): what the usage records say the subject used that month. Its token
+    # budget counts at least that, so a Redis that lost the budget's hash (or a settle) still
+    # refuses an exhausted subject (docs/limits.md, "When Redis loses budgets").
+    monthly_tokens_floor: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +317,8 @@ class RateLimiter:
     async def extend(self, reservation: Reservation) -> bool:
         """Renew the concurrency leases and budget reservations of a long-running stream."""
         renewable = [c for c in reservation.checks if SCRIPT_KIND[c.limit_kind] in "CB"]
+        if not renewable:  # only rates: nothing lapses
+            return True
         plan = Plan.of(renewable, kinds=lambda c: SCRIPT_KIND[c.limit_kind].lower())
         return await self._quietly(plan, reservation.request_id, (0, 0, 0, 0))
 
@@ -359,6 +365,8 @@ class RateLimiter:
         budget_ttl = month_left + 7 * 86400  # a week's grace for late settles
         checks = []
         for subject in admission.subjects:
+            floor = subject.limits.monthly_tokens_floor
+            floor = floor[1] if floor is not None and floor[0] == label else 0  # only for the month it counts
             for kind in LimitKind:
                 limit = getattr(subject.limits, kind.value)
                 if limit is None:
@@ -367,7 +375,8 @@ class RateLimiter:
                 base = f"{cfg.prefix}:{{{admission.tenant_id}}}:{subject.kind}:{subject.id}:{kind}"
                 keys = (f"{base}:{label}", f"{base}:{label}:r") if kind in BUDGET_KINDS else (base,)
                 checks.append(Check(subject.kind, subject.id, kind, keys, int(limit), params[kind],
-                                    slots[kind], budget_ttl if kind in BUDGET_KINDS else 0))
+                                    slots[kind], budget_ttl if kind in BUDGET_KINDS else 0,
+                                    floor if kind == LimitKind.MONTHLY_TOKENS else 0))
         return checks
 
     async def _run(self, script: str, plan: Plan, request_id: str, numbers: tuple,

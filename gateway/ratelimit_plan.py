@@ -47,15 +47,16 @@ class Check:
     param_us: int  # window, lease or reservation TTL
     slot: str  # what the request is charged: "1" (itself), "t" (its tokens), "c" (its cost)
     ttl_s: int = 0
+    floor: int = 0  # a budget's spend this month per the usage records: it counts at least that
 
     def args(self, kind: str | None = None) -> list:
-        """This check's ARGV values: code (kind and amount slot), limit, param[, budget key TTL]."""
+        """This check's ARGV values: code (kind and amount slot), limit, param[, budget key TTL, floor]."""
         kind = kind or SCRIPT_KIND[self.limit_kind]
         param = self.param_us
         if kind == "R":  # the script takes GCRA's µs per unit, not the window
             param = -(-param // self.limit) if self.limit > 0 else 0
         code = kind + self.slot
-        return [code, self.limit, param, self.ttl_s] if kind in "Bb" else [code, self.limit, param]
+        return [code, self.limit, param, self.ttl_s, self.floor] if kind in "Bb" else [code, self.limit, param]
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -2,8 +2,10 @@
 
 ARGV: request id, the request's worst-case tokens and cost (what admission reserves), its actual
 tokens and cost (settle only; 0 otherwise), the number of checks, the number of rate checks, then
-per check: code, limit, param, and for budgets the key TTL (s). The code is the kind and the
-amount it charges — `1` (one request), `t` (the tokens), `c` (the cost):
+per check: code, limit, param, and for budgets the key TTL (s) and the floor (what the usage
+records say the subject spent this month: a budget counts at least that, and a budget hash that
+is missing — Redis lost it — starts from it). The code is the kind and the amount it charges —
+`1` (one request), `t` (the tokens), `c` (the cost):
   R1 Rt  GCRA rate (requests or tokens per window; param = µs per unit, ceil(window / limit))
   C1     concurrency lease (param = lease µs; the request id is the zset member)
   Bt Bc  budget reservation (param = reservation TTL µs; 2 keys: the month's hash, its zset)
@@ -57,8 +59,10 @@ local n, nr = argv[6] + 0, argv[7] + 0
 _ADMITTING = r"""
 -- A budget check (key: the month's hash, rkey: its reservations by expiry): gives lapsed
 -- reservations back (a lost settle; rare, so one call per id is fine), then whether `amount`
--- fits. Returns: no hash yet (it needs its TTL), the reserved total, and the wait (-1 or nil).
-local function budget_check(key, rkey, limit, amount, now)
+-- fits. What was used counts at least `floor` (the usage records' month so far: it survives a
+-- Redis loss and catches lost settles). Returns: no hash yet (it needs its TTL and its floor),
+-- the reserved total, and the wait (-1 or nil).
+local function budget_check(key, rkey, limit, amount, now, floor)
   local lapsed = call('ZRANGEBYSCORE', rkey, '-inf', now)
   if #lapsed > 0 then
     for _, id in ipairs(lapsed) do
@@ -68,15 +72,20 @@ local function budget_check(key, rkey, limit, amount, now)
     call('ZREMRANGEBYSCORE', rkey, '-inf', now)
   end
   local h = call('HMGET', key, 'used', 'reserved')
-  local reserved = tonumber(h[2]) or 0
-  local free = limit - (tonumber(h[1]) or 0) - reserved
-  return not h[1] and not h[2], reserved, amount > free and -1 or nil
+  local reserved, used = tonumber(h[2]) or 0, tonumber(h[1]) or 0
+  if used < floor then used = floor end
+  return not h[1] and not h[2], reserved, amount > limit - used - reserved and -1 or nil
 end
 -- A passed budget check's reservation: `amount` for this request, `total` reserved in all.
 -- A budget key lives a week past its month (`key_ttl`): its TTL is set once, when it is created
--- (`fresh`); so is its reservations' zset's (an empty zset is gone, and its TTL with it).
-local function reserve_budget(key, rkey, rid, amount, total, fresh, key_ttl, reservation_us, now)
-  call('HSET', key, 'reserved', int(total), 'r:' .. rid, int(amount))
+-- (`fresh`), and its spend starts from the floor then; so is its reservations' zset's TTL (an
+-- empty zset is gone, and its TTL with it).
+local function reserve_budget(key, rkey, rid, amount, total, fresh, key_ttl, reservation_us, now, floor)
+  if fresh and floor > 0 then
+    call('HSET', key, 'reserved', int(total), 'r:' .. rid, int(amount), 'used', int(floor))
+  else
+    call('HSET', key, 'reserved', int(total), 'r:' .. rid, int(amount))
+  end
   if fresh then call('EXPIRE', key, key_ttl) end
   local empty = call('ZCARD', rkey) == 0
   call('ZADD', rkey, int(now + tonumber(reservation_us)), rid)
@@ -145,9 +154,9 @@ for i = 1, n do
     ai = ai + 3
   else
     fresh[i], reserved[i], wait = budget_check(keys[ok + 1], keys[ok + 2], limit,
-                                               code == 'Bc' and cost or tokens, now)
+                                               code == 'Bc' and cost or tokens, now, argv[ai + 4] + 0)
     ok = ok + 2
-    ai = ai + 4
+    ai = ai + 5
   end
   -- The binding refusal is the one with the longest wait; -1 (a budget) outlasts any.
   if wait and (refused == 0 or (retry ~= -1 and (wait == -1 or wait > retry))) then
@@ -176,8 +185,8 @@ for i = 1, n do
     ok = ok + 2
     local amount = code == 'Bc' and cost or tokens
     sums[key] = (sums[key] or reserved[i]) + amount
-    reserve_budget(key, rkey, rid, amount, sums[key], fresh[i], argv[ai + 3], argv[ai + 2], now)
-    ai = ai + 4
+    reserve_budget(key, rkey, rid, amount, sums[key], fresh[i], argv[ai + 3], argv[ai + 2], now, argv[ai + 4] + 0)
+    ai = ai + 5
   end
 end
 return out
@@ -191,8 +200,9 @@ local function clock()  -- TIME only when a check needs it
   return now
 end
 -- A budget check: Bt / Bc record the spend and give the reservation back (only the spend when the
--- reservation lapsed: it was given back already); bt / bc renew the reservation (long streams).
-local function settle_budget(code, key, rkey, rid, spent, key_ttl, reservation_us)
+-- reservation lapsed: it was given back already; on top of the floor when the hash itself is gone,
+-- lost with Redis); bt / bc renew the reservation (long streams).
+local function settle_budget(code, key, rkey, rid, spent, key_ttl, reservation_us, floor)
   if code == 'Bt' or code == 'Bc' then
     local field = 'r:' .. rid
     local h = call('HMGET', key, field, 'reserved', 'used')
@@ -201,9 +211,11 @@ local function settle_budget(code, key, rkey, rid, spent, key_ttl, reservation_u
            'used', int((tonumber(h[3]) or 0) + spent))
       call('HDEL', key, field)
       call('ZREM', rkey, rid)
-    else
+    elseif h[2] or h[3] then
       call('HINCRBY', key, 'used', spent)
-      if not h[2] and not h[3] then call('EXPIRE', key, key_ttl) end
+    else
+      call('HSET', key, 'used', int(floor + spent))
+      call('EXPIRE', key, key_ttl)
     end
   else
     call('ZADD', rkey, 'XX', int(clock() + tonumber(reservation_us)), rid)
@@ -253,9 +265,9 @@ for i = 1, n do
     ai = ai + 3
   else
     settle_budget(code, keys[ok + 1], keys[ok + 2], rid, code == 'Bc' and actual_cost or actual_tokens,
-                  argv[ai + 3], argv[ai + 2])
+                  argv[ai + 3], argv[ai + 2], argv[ai + 4] + 0)
     ok = ok + 2
-    ai = ai + 4
+    ai = ai + 5
   end
 end
 return 1
@@ -315,9 +327,9 @@ while argv[ai] do
       ai = ai + 3
     else
       settle_budget(code, keys[ok + 1], keys[ok + 2], rid, code == 'Bc' and actual_cost or actual_tokens,
-                    argv[ai + 3], argv[ai + 2])
+                    argv[ai + 3], argv[ai + 2], argv[ai + 4] + 0)
       ok = ok + 2
-      ai = ai + 4
+      ai = ai + 5
     end
   end
   ko = ok
@@ -395,9 +407,9 @@ while argv[ai] do
       ai = ai + 3
     else
       fresh[i], reserved[i], wait = budget_check(keys[ok + 1], keys[ok + 2], limit, code == 'Bc' and cost or tokens,
-                                                 now)
+                                                 now, argv[ai + 4] + 0)
       ok = ok + 2
-      ai = ai + 4
+      ai = ai + 5
     end
     if wait and (refused == 0 or (retry ~= -1 and (wait == -1 or wait > retry))) then
       refused, retry = i, wait
@@ -429,8 +441,9 @@ while argv[ai] do
         ok = ok + 2
         local amount = code == 'Bc' and cost or tokens
         sums[key] = (sums[key] or reserved[i]) + amount
-        reserve_budget(key, rkey, rid, amount, sums[key], fresh[i], argv[ai + 3], argv[ai + 2], now)
-        ai = ai + 4
+        reserve_budget(key, rkey, rid, amount, sums[key], fresh[i], argv[ai + 3], argv[ai + 2], now,
+                       argv[ai + 4] + 0)
+        ai = ai + 5
       end
     end
   end

@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway.server.wire import DISCONNECT_EXTENSION  # the server's disconnect callback
 
-from . import protocol
+from . import choices, protocol
 from .config import SimulatorConfig
 from .engine import Engine
 from .metrics import SimulatorMetrics
@@ -76,14 +76,11 @@ class DisconnectWatch:
     `switchyard.disconnect`, see SimulatorApp._generate.) A task watches receive(),
     started DISCONNECT_WATCH_DELAY after the request began."""
 
-    __slots__ = ("engine", "receive", "req", "timer", "task")
+    __slots__ = ("gone", "receive", "timer", "task")
 
-    def __init__(self, engine: Engine, receive: Receive, req: Request) -> None:
-        self.engine, self.receive, self.req, self.task = engine, receive, req, None
+    def __init__(self, gone: Callable[[], None], receive: Receive) -> None:
+        self.gone, self.receive, self.task = gone, receive, None  # gone: aborts the request's sequences
         self.timer = asyncio.get_running_loop().call_later(DISCONNECT_WATCH_DELAY, self._start)
-
-    def _gone(self) -> None:
-        self.engine.abort(self.req)
 
     def _start(self) -> None:
         """The request is still in progress: watch receive() from now on."""
@@ -94,7 +91,7 @@ class DisconnectWatch:
         while True:
             msg = await self.receive()
             if msg["type"] == "http.disconnect":
-                self._gone()
+                self.gone()
                 return
 
     def stop(self, answered: bool) -> None:
@@ -109,6 +106,8 @@ class DisconnectWatch:
 
 class SimulatorApp:
     """The ASGI callable; one engine, one metrics registry per instance."""
+
+    disconnect_extension = DISCONNECT_EXTENSION
 
     def __init__(self, config: SimulatorConfig) -> None:
         self.config = config
@@ -154,6 +153,10 @@ class SimulatorApp:
                 await self.engine.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    def watch_disconnect(self, receive: Receive, gone: Callable[[], None]) -> DisconnectWatch:
+        """Calls ``gone`` when the client disconnects (ASGI servers without the gateway's callback)."""
+        return DisconnectWatch(gone, receive)
 
     # -------------------------------------------------------- simple routes
     async def _health(self, scope: dict, receive: Receive, send: Send) -> None:
@@ -208,6 +211,8 @@ class SimulatorApp:
             params = protocol.parse_request(body, chat, self.config, self.engine.max_request_tokens())
         except protocol.ProtocolError as exc:
             return await send_bytes(send, exc.status, protocol.error_body(exc.message, exc.status))
+        if params.sequences > 1 or params.continuous_usage:
+            return await choices.serve(self, scope, receive, send, params, chat)
         rid = ("chatcmpl-" if chat else "cmpl-") + self._next_id()
         req = self._make_request(params, rid)
         engine = self.engine
@@ -219,7 +224,7 @@ class SimulatorApp:
         if register is not None:
             register(partial(engine.abort, req))
         else:
-            watch = DisconnectWatch(engine, receive, req)
+            watch = DisconnectWatch(partial(engine.abort, req), receive)
         answered = False
         try:
             if params.stream:

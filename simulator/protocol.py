@@ -11,6 +11,8 @@ from .config import SimulatorConfig
 from .tokenizer import render_chat, tokenize
 
 DEFAULT_MAX_TOKENS = 16
+MAX_PROMPTS = 1024  # vLLM's VLLM_MAX_COMPLETION_PROMPTS default
+MAX_SEQUENCES = 16384  # vLLM's VLLM_MAX_N_SEQUENCES default
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # What ``_dumps`` does for a str, without its method dispatch.
@@ -46,7 +48,7 @@ class GenerationParams:
     """Validated generation request, independent of the endpoint it came from."""
 
     chat: bool
-    prompt_tokens: list
+    prompt_tokens: list  # the first prompt (most requests have only one)
     max_tokens: int
     stream: bool
     include_usage: bool
@@ -54,6 +56,19 @@ class GenerationParams:
     cache_salt: Optional[str]
     seed: Optional[int]
     ignore_eos: bool
+    prompts: Optional[list] = None  # every prompt of a completions batch; None: just ``prompt_tokens``
+    n: int = 1  # choices per prompt (``n``; with ``use_beam_search`` the beam width)
+    continuous_usage: bool = False  # stream_options.continuous_usage_stats (with include_usage)
+
+    @property
+    def all_prompts(self) -> list:
+        """Every prompt's tokens, in order."""
+        return self.prompts if self.prompts is not None else [self.prompt_tokens]
+
+    @property
+    def sequences(self) -> int:
+        """Sequences the engine generates: ``n`` for each prompt."""
+        return len(self.all_prompts) * self.n
 
 
 _decode = json.JSONDecoder().decode
@@ -90,22 +105,31 @@ def _opt_int(body: dict, name: str, default: Optional[int], minimum: Optional[in
     return value
 
 
-def _completion_tokens(body: dict) -> list:
-    """Tokenize a completions ``prompt`` (text, token ids, or a 1-element batch)."""
+def _completion_prompts(body: dict) -> list:
+    """Tokenize a completions ``prompt``: text, token ids, or a batch of either (vLLM's four shapes)."""
     prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-        prompt = prompt[0]  # single-element batch
-    if isinstance(prompt, str):
-        tokens = tokenize(prompt)
-    elif isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        tokens = list(prompt)
-    elif prompt is None:
+    if prompt is None:
         raise ProtocolError("Either 'prompt' or 'prompt_embeds' must be provided")
+    if isinstance(prompt, str):
+        prompts = [tokenize(prompt)]
+    elif isinstance(prompt, list) and prompt and all(_is_token_id(t) for t in prompt):
+        prompts = [list(prompt)]
+    elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        prompts = [tokenize(p) for p in prompt]
+    elif isinstance(prompt, list) and prompt and all(
+            isinstance(p, list) and all(_is_token_id(t) for t in p) for p in prompt):
+        prompts = [list(p) for p in prompt]
     else:
-        raise ProtocolError("'prompt' must be a string, a list of token ids, or a one-element batch")
-    if not tokens:
+        raise ProtocolError("'prompt' must be a string, a list of token ids, or a list of either")
+    if len(prompts) > MAX_PROMPTS:
+        raise ProtocolError(f"prompt list length {len(prompts)} exceeds the maximum allowed count of {MAX_PROMPTS}.")
+    if not all(prompts):
         raise ProtocolError("Prompt cannot be empty")
-    return tokens
+    return prompts
+
+
+def _is_token_id(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _chat_tokens(body: dict) -> list:
@@ -139,38 +163,56 @@ def _check_scheduling(body: dict, config: SimulatorConfig) -> tuple[int, Optiona
     return priority, salt
 
 
-def _stream_flags(body: dict) -> tuple[bool, bool]:
-    """Return (stream, include_usage)."""
+def _stream_flags(body: dict) -> tuple[bool, bool, bool]:
+    """Return (stream, include_usage, continuous usage: usage on every chunk too)."""
     stream = bool(body.get("stream", False))
     options = body.get("stream_options")
     if options is None:
-        return stream, False
+        return stream, False, False
     if not stream:
         raise ProtocolError("Stream options can only be defined when `stream=True`.")
     if not isinstance(options, dict):
         raise ProtocolError("'stream_options' must be an object")
-    return stream, bool(options.get("include_usage", False))
+    include = bool(options.get("include_usage", False))
+    # As in vLLM: continuous usage stats only come with include_usage.
+    return stream, include, include and bool(options.get("continuous_usage_stats", False))
+
+
+def _max_tokens(body: dict, chat: bool) -> int:
+    """vLLM's order: chat prefers ``max_completion_tokens``; completions know only ``max_tokens``."""
+    value = _opt_int(body, "max_completion_tokens", None, 1) if chat else None
+    if value is None:
+        value = _opt_int(body, "max_tokens", None, 1)
+    return DEFAULT_MAX_TOKENS if value is None else value
+
+
+def _choices(body: dict, stream: bool, sequences_per_choice: int) -> int:
+    """``n`` (the beam width under ``use_beam_search``, which vLLM cannot stream); ``best_of`` is ignored, as in vLLM."""
+    n = _opt_int(body, "n", 1, 1)
+    if body.get("use_beam_search") and stream:
+        raise ProtocolError("Streaming is not currently supported with beam search")
+    if n * sequences_per_choice > MAX_SEQUENCES:
+        raise ProtocolError(f"The request asks for {n * sequences_per_choice} sequences; at most {MAX_SEQUENCES}.")
+    return n
 
 
 def parse_request(body: dict, chat: bool, config: SimulatorConfig, max_len: int) -> GenerationParams:
     """Validate a (chat) completions request body into GenerationParams."""
     _check_model(body, config)
-    tokens = _chat_tokens(body) if chat else _completion_tokens(body)
-    max_tokens = _opt_int(body, "max_tokens", None, 1)
-    if chat and max_tokens is None:
-        max_tokens = _opt_int(body, "max_completion_tokens", None, 1)
-    max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
-    if _opt_int(body, "n", 1, 1) != 1:
-        raise ProtocolError("The simulator only supports n=1")
-    if len(tokens) + max_tokens > max_len:
-        raise ProtocolError(
-            f"This model's maximum context length is {max_len} tokens. However, you requested "
-            f"{len(tokens) + max_tokens} tokens ({len(tokens)} in the messages, {max_tokens} in "
-            "the completion). Please reduce the length of the messages or completion.")
+    prompts = [_chat_tokens(body)] if chat else _completion_prompts(body)
+    max_tokens = _max_tokens(body, chat)
+    stream, include_usage, continuous = _stream_flags(body)
+    n = _choices(body, stream, len(prompts))
+    for tokens in prompts:
+        if len(tokens) + max_tokens > max_len:
+            raise ProtocolError(
+                f"This model's maximum context length is {max_len} tokens. However, you requested "
+                f"{len(tokens) + max_tokens} tokens ({len(tokens)} in the messages, {max_tokens} in "
+                "the completion). Please reduce the length of the messages or completion.")
     priority, salt = _check_scheduling(body, config)
-    stream, include_usage = _stream_flags(body)
-    return GenerationParams(chat, tokens, max_tokens, stream, include_usage, priority, salt,
-                            _opt_int(body, "seed", None), bool(body.get("ignore_eos", False)))
+    return GenerationParams(chat, prompts[0], max_tokens, stream, include_usage, priority, salt,
+                            _opt_int(body, "seed", None), bool(body.get("ignore_eos", False)),
+                            prompts if len(prompts) > 1 else None, n, continuous)
 
 
 # ---------------------------------------------------------------- responses
@@ -214,6 +256,30 @@ def chat_response(rid: str, created: int, model: str, text: str, finish: str, us
                      usage_json(use))).encode()
 
 
+def _running_usage(use: dict) -> str:
+    """A chunk's continuous usage as vLLM writes it (no prompt_tokens_details)."""
+    return '{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (
+        use["prompt_tokens"], use["total_tokens"], use["completion_tokens"])
+
+
+def choices_response(params: GenerationParams, rid: str, created: int, model: str, outputs: list,
+                     use: dict) -> bytes:
+    """A non-streaming body with several choices; ``outputs`` holds (text, finish reason) in index order."""
+    if params.chat:
+        choices = [{"index": i, "message": {"role": "assistant", "content": text, "refusal": None, "annotations": None,
+                                            "audio": None, "function_call": None, "tool_calls": [],
+                                            "reasoning_content": None},
+                    "logprobs": None, "finish_reason": finish, "stop_reason": None}
+                   for i, (text, finish) in enumerate(outputs)]
+        return dumps({"id": rid, "object": "chat.completion", "created": created, "model": model, "choices": choices,
+                      "service_tier": None, "system_fingerprint": None, "usage": use, "prompt_logprobs": None,
+                      "kv_transfer_params": None})
+    choices = [{"index": i, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None,
+                "prompt_logprobs": None} for i, (text, finish) in enumerate(outputs)]
+    return dumps({"id": rid, "object": "text_completion", "created": created, "model": model, "choices": choices,
+                  "service_tier": None, "system_fingerprint": None, "usage": use, "kv_transfer_params": None})
+
+
 class StreamEncoder:
     """Builds SSE chunks from pre-rendered JSON fragments (hot path: one dumps per token)."""
 
@@ -238,6 +304,26 @@ class StreamEncoder:
                     '"finish_reason":%s,"stop_reason":null}]}\n\n' % (json.dumps(text), fin))
         return (self.head + '[{"index":0,"text":%s,"logprobs":null,"finish_reason":%s,'
                 '"stop_reason":null}]}\n\n' % (json.dumps(text), fin))
+
+    def choice_chunk(self, index: int, text: str, finish: Optional[str] = None,
+                     use: Optional[dict] = None) -> str:
+        """A chunk for choice ``index`` (several choices or prompts), with usage when streamed continuously.
+
+        As vLLM does with ``continuous_usage_stats``: ``use`` is that choice's prompt and its
+        completion tokens so far, not the request's totals."""
+        fin = "null" if finish is None else '"%s"' % finish
+        if self.chat:
+            choice = '{"index":%d,"delta":{"content":%s},"logprobs":null,"finish_reason":%s,"stop_reason":null}'
+        else:
+            choice = '{"index":%d,"text":%s,"logprobs":null,"finish_reason":%s,"stop_reason":null}'
+        tail = "}\n\n" if use is None else ',"usage":' + _running_usage(use) + "}\n\n"
+        return self.head + "[" + choice % (index, json.dumps(text), fin) + "]" + tail
+
+    def indexed_role_chunk(self, index: int, use: Optional[dict] = None) -> str:
+        """The role chunk of choice ``index`` (vLLM sends one per choice before any token)."""
+        tail = "}\n\n" if use is None else ',"usage":' + _running_usage(use) + "}\n\n"
+        return (self.head + '[{"index":%d,"delta":{"role":"assistant","content":""},"logprobs":null,'
+                '"finish_reason":null}]' % index + tail)
 
     def usage_chunk(self, use: dict) -> str:
         """Final ``choices: []`` chunk carrying usage (stream_options.include_usage)."""

@@ -1,9 +1,14 @@
 """Cheap deterministic tokenizer and chat-template renderer.
 
 Real BPE tokenizers average roughly 4 characters per token on English text, so
-the simulator cuts text into fixed 4-character chunks.  Every chunk *is* the
-token (a short string), which keeps block hashing exact: two prompts sharing a
-textual prefix share exactly ``len(prefix) // 4`` leading tokens.
+the simulator cuts ASCII text into fixed 4-character chunks.  Every chunk *is*
+the token (a short string), which keeps block hashing exact: two ASCII prompts
+sharing a textual prefix share exactly ``len(prefix) // 4`` leading tokens.
+
+Other characters (emoji, CJK, combining marks) cost one token per UTF-8 byte:
+the most a byte-level BPE can ever make of them (real vocabularies merge common
+ones into 1-3 tokens).  Budgets and limits are thus exercised against the worst
+case a prompt can be, not against English's 4 characters per token.
 """
 
 from __future__ import annotations
@@ -30,9 +35,22 @@ VOCAB: tuple[str, ...] = tuple(
 _CHUNKS = re.compile(".{1,%d}" % CHARS_PER_TOKEN, re.DOTALL).findall
 
 
+# ASCII runs of up to 4 characters, or one other character.
+_PIECES = re.compile("[\x00-\x7f]{1,%d}|[^\x00-\x7f]" % CHARS_PER_TOKEN, re.DOTALL).findall
+
+
 def tokenize(text: str) -> list[str]:
-    """Split text into 4-character tokens (the last one may be shorter)."""
-    return _CHUNKS(text)
+    """Split ASCII text into 4-character tokens (the last one may be shorter); any other
+    character is one token per UTF-8 byte (the character, then its continuation bytes' markers)."""
+    if text.isascii():
+        return _CHUNKS(text)
+    tokens: list[str] = []
+    for piece in _PIECES(text):
+        tokens.append(piece)
+        if not piece.isascii():
+            size = len(piece.encode("utf-8", "surrogatepass"))
+            tokens.extend(f"{piece}#{byte}" for byte in range(1, size))
+    return tokens
 
 
 def message_text(content: Any) -> str:

@@ -32,12 +32,8 @@ def month_to_date(now: datetime) -> dict[int, tuple[int, Decimal]]:
     tokens, cost = defaultdict(int), defaultdict(Decimal)
     rolled = {"granularity": Granularity.HOUR, "period_start__gte": start, "period_start__lt": live_from,
               "tenant__isnull": False}
-    for row in UsageRollup.objects.filter(**rolled).values("tenant_id").annotate(
-            p=Sum("prompt_tokens"), c=Sum("completion_tokens")).order_by():
-        tokens[row["tenant_id"]] += row["p"] + row["c"]
-    for row in UsageEvent.objects.filter(occurred_at__gte=live_from, occurred_at__lt=now, tenant__isnull=False).values(
-            "tenant_id").annotate(p=Sum("prompt_tokens"), c=Sum("completion_tokens")).order_by():
-        tokens[row["tenant_id"]] += row["p"] + row["c"]
+    for (tenant_id, _), used in _month_tokens(start, live_from, Q(tenant__isnull=False), now).items():
+        tokens[tenant_id] += used
     for row in CostRollup.objects.filter(**rolled).values("tenant_id").annotate(s=Sum("cost_usd")).order_by():
         cost[row["tenant_id"]] += row["s"]
     for shares in range_shares(live_from, floor_hour(now) + HOUR, now).values():
@@ -45,6 +41,50 @@ def month_to_date(now: datetime) -> dict[int, tuple[int, Decimal]]:
             if share.tenant_id is not None:
                 cost[share.tenant_id] += share.cost_usd
     return {tenant: (tokens[tenant], cost[tenant]) for tenant in set(tokens) | set(cost)}
+
+
+def _month_tokens(start: datetime, live_from: datetime, which: Q, until: datetime | None = None) -> dict:
+    """(tenant id, API key prefix) → prompt + completion tokens since `start`: final hourly rollups
+    before `live_from`, raw events from it on (to `until`, else all of them)."""
+    tokens = defaultdict(int)
+    rolled = UsageRollup.objects.filter(which, granularity=Granularity.HOUR, period_start__gte=start,
+                                        period_start__lt=live_from)
+    live = UsageEvent.objects.filter(which, occurred_at__gte=live_from)
+    if until is not None:
+        live = live.filter(occurred_at__lt=until)
+    for rows in (rolled, live):
+        for row in rows.values("tenant_id", "api_key_prefix").annotate(
+                p=Sum("prompt_tokens"), c=Sum("completion_tokens")).order_by():
+            tokens[(row["tenant_id"], row["api_key_prefix"])] += row["p"] + row["c"]
+    return tokens
+
+
+def subject_month_tokens(now: datetime, *, tenants=(), keys=(), users=()) -> dict[tuple, int]:
+    """What the usage records say budgeted subjects used this month (prompt + completion tokens).
+
+    `tenants`: tenant ids; `keys`: (tenant id, key prefix); `users`: (tenant id, user id).
+    Answers ("tenant", tenant) / ("api_key", tenant, prefix) / ("user", tenant, user) → tokens.
+    Tenants and keys are read from final hourly rollups and the raw events after them; users from
+    raw events only (rollups carry no user), so a user's month is as long as raw events are kept.
+    The gateway counts each budget at least this much (gateway.budget_floors)."""
+    start, out = month_start(now), {}
+    live_from = max(final_until(now), start)
+    tenants, keys, users = set(tenants), set(keys), set(users)
+    if tenants or keys:
+        which = Q(tenant_id__in=tenants | {t for t, _ in keys})
+        for (tenant_id, prefix), used in _month_tokens(start, live_from, which).items():
+            if tenant_id in tenants:
+                out[("tenant", tenant_id)] = out.get(("tenant", tenant_id), 0) + used
+            if (tenant_id, prefix) in keys:
+                out[("api_key", tenant_id, prefix)] = used
+    if users:
+        events = UsageEvent.objects.filter(occurred_at__gte=start, tenant_id__in={t for t, _ in users},
+                                           user_id__in={u for _, u in users})
+        for row in events.values("tenant_id", "user_id").annotate(
+                p=Sum("prompt_tokens"), c=Sum("completion_tokens")).order_by():
+            if (row["tenant_id"], row["user_id"]) in users:
+                out[("user", row["tenant_id"], row["user_id"])] = row["p"] + row["c"]
+    return out
 
 
 def over_reason(policy: QuotaPolicy, tokens: int, cost: Decimal) -> str | None:

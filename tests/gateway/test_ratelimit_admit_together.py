@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from gateway.ratelimit import (ADMIT, ADMIT_TOGETHER, SETTLE, LimiterConfig, Limits, Outcome, RateLimiter, Subject,
-                               SubjectKind, _packed_together)
+                               SubjectKind, _packed_together, month_bounds)
 from gateway.resp import PipelinedRedis, encode_command
 from tests.gateway.ratelimit_helpers import admission, redis_url, tenant
 from tests.gateway.test_ratelimit_settle_together import NOW_US, at_time, state
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.skipif(URL is None, reason="needs Redis: set REDIS_URL 
 # Short windows, leases and reservations, so that over the rounds rates recover, leases lapse
 # (dropped once a set is full) and reservations lapse (given back): every path of the script runs.
 CONFIG = dict(window_seconds=4, lease_seconds=1.5, reservation_seconds=2.5)
+MONTH = month_bounds(NOW_US / 1e6)[0]
 
 
 def random_subjects(rng: random.Random) -> list[Subject]:
@@ -33,7 +34,9 @@ def random_subjects(rng: random.Random) -> list[Subject]:
                       (SubjectKind.KEY, "k2")):
         pool.append(Subject(kind, sid, Limits(
             requests_per_minute=maybe(2, 8), tokens_per_minute=maybe(300, 4000), concurrent_requests=maybe(1, 4),
-            monthly_tokens=maybe(800, 8000), monthly_cost_micros=maybe(500, 5000))))
+            monthly_tokens=maybe(800, 8000), monthly_cost_micros=maybe(500, 5000),
+            # what the usage records say was spent: budget hashes start from it, and count at least it
+            monthly_tokens_floor=(MONTH, rng.randint(0, 6000)) if rng.random() < 0.5 else None)))
     return pool
 
 

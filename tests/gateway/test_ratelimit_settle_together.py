@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from gateway.ratelimit import (ADMIT, SETTLE, SETTLE_TOGETHER, LimiterConfig, Limits, RateLimiter, Subject,
-                               SubjectKind, _packed_together)
+                               SubjectKind, _packed_together, month_bounds)
 from gateway.resp import PipelinedRedis, encode_command
 from tests.gateway.ratelimit_helpers import admission, redis_url, tenant
 
@@ -28,7 +28,8 @@ def at_time(script: str, now_us: int) -> str:
 def subject_sets():
     """Two requests' subject sets sharing the tenant's keys; every kind the settle touches."""
     shared = Subject(SubjectKind.TENANT, "t1", Limits(requests_per_minute=100, tokens_per_minute=5000,
-                                                      concurrent_requests=10, monthly_tokens=100_000))
+                                                      concurrent_requests=10, monthly_tokens=100_000,
+                                                      monthly_tokens_floor=(month_bounds(NOW_US / 1e6)[0], 500)))
     key = Subject(SubjectKind.KEY, "k1", Limits(tokens_per_minute=2000, concurrent_requests=3))
     return (shared, key), (shared,)
 

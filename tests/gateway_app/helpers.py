@@ -156,12 +156,7 @@ class EchoEngine:
     async def _app(self, scope, receive, send) -> None:
         import json
 
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_request(receive)
         if scope["path"] == "/health":
             answer = b"{}"
         else:
@@ -176,3 +171,13 @@ class EchoEngine:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+async def read_request(receive) -> bytes:
+    """An ASGI request's whole body."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -41,3 +43,26 @@ def sample_value(families: dict, family: str, sample: str, **labels) -> float:
 def long_text(seed: str, n_chars: int) -> str:
     """Deterministic text of exactly ``n_chars`` characters."""
     return (seed * (n_chars // len(seed) + 1))[:n_chars]
+
+
+async def leave_mid_request(app, path: str, body: bytes, after: float = 0.05) -> list:
+    """Call ``app`` with ``body`` and disconnect (via receive()) ``after`` seconds; what it sent."""
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    gone = asyncio.Event()
+
+    async def receive() -> dict:
+        if messages:
+            return messages.pop()
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    sent: list = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    handler = asyncio.create_task(app({"type": "http", "path": path, "method": "POST"}, receive, send))
+    await asyncio.sleep(after)
+    gone.set()  # the client hangs up mid-generation
+    await asyncio.wait_for(handler, 5)
+    return sent

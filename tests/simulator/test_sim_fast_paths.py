@@ -90,9 +90,26 @@ def test_portable_batches_match_stepping():
         assert drawn == reference_tokens(seed, 0.0, 2 * SAMPLE_BATCH + 3)
 
 
-@pytest.mark.parametrize("text", ["", "abc", "abcd", "def f(n):\n    return n\n", "é😀\n\r\x00 \u2028x" * 3])
+def reference_tokenize(text: str) -> list[str]:
+    """ASCII runs sliced into 4 characters; any other character one token per UTF-8 byte."""
+    tokens, run = [], ""
+    for char in text:
+        if char.isascii():
+            run += char
+            continue
+        tokens += [run[i:i + 4] for i in range(0, len(run), 4)]
+        run = ""
+        size = len(char.encode("utf-8", "surrogatepass"))
+        tokens += [char] + [f"{char}#{byte}" for byte in range(1, size)]
+    return tokens + [run[i:i + 4] for i in range(0, len(run), 4)]
+
+
+@pytest.mark.parametrize("text", ["", "abc", "abcd", "def f(n):\n    return n\n", "é😀\n\r\x00 \u2028x" * 3,
+                                  "abcdefg中", "\ud800abcde"])
 def test_tokenize_matches_slicing(text):
-    assert tokenize(text) == [text[i:i + 4] for i in range(0, len(text), 4)]
+    assert tokenize(text) == reference_tokenize(text)
+    if text.isascii():
+        assert tokenize(text) == [text[i:i + 4] for i in range(0, len(text), 4)]
 
 
 @pytest.mark.parametrize("raw", [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-from sim_helpers import MODEL, cached_tokens, complete
+from sim_helpers import MODEL, cached_tokens, complete, leave_mid_request
 
 from simulator.app import build_app
 from simulator.config import SimulatorConfig
@@ -39,26 +39,7 @@ def test_non_streaming_request_is_aborted_when_its_client_disconnects():
     async def scenario() -> tuple[list, dict]:
         app = build_app(SimulatorConfig(served_model_name=MODEL, decode_ms_per_token=50,
                                         prefill_ms_per_token=0))
-        body = b'{"prompt": "hello there", "max_tokens": 1000}'
-        messages = [{"type": "http.request", "body": body, "more_body": False}]
-        gone = asyncio.Event()
-
-        async def receive() -> dict:
-            if messages:
-                return messages.pop()
-            await gone.wait()
-            return {"type": "http.disconnect"}
-
-        sent: list = []
-
-        async def send(message: dict) -> None:
-            sent.append(message)
-
-        handler = asyncio.create_task(app({"type": "http", "path": "/v1/completions", "method": "POST"},
-                                          receive, send))
-        await asyncio.sleep(0.05)
-        gone.set()  # the client hangs up mid-generation
-        await asyncio.wait_for(handler, 5)
+        sent = await leave_mid_request(app, "/v1/completions", b'{"prompt": "hello there", "max_tokens": 1000}')
         await app.engine.stop()
         return sent, dict(app.engine.stats.finished)
 
