@@ -71,3 +71,35 @@ def test_results_never_carry_the_secret():
 def test_unknown_mode_is_an_error():
     with pytest.raises(ValueError):
         redact_body({"prompt": "x"}, "maybe")
+
+
+def test_every_string_of_the_body_is_scanned_at_any_depth_keys_included():
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"type": "function", "function": {"name": "f", "description": f"uses {AWS}"}}],
+            "x_unknown": {"a": [{"b": GITHUB}]}, f"{AWS}": 1, "metadata": {f"k {GITHUB}": "v"}}
+    result = redact_body(body)
+    assert result.counts == {"aws_access_key": 2, "github_token": 2}
+    assert result.body["tools"][0]["function"]["description"] == "uses [REDACTED:aws_access_key]"
+    assert result.body["x_unknown"] == {"a": [{"b": "[REDACTED:github_token]"}]}
+    assert result.body["[REDACTED:aws_access_key]"] == 1 and AWS not in result.body
+    assert result.body["metadata"] == {"k [REDACTED:github_token]": "v"}
+    assert body["tools"][0]["function"]["description"] == f"uses {AWS}"  # the caller's body is as it was
+
+
+def test_the_model_name_is_left_for_the_registry_lookup():
+    result = redact_body({"model": AWS, "prompt": "x"})
+    assert result.body["model"] == AWS and result.found == 0
+
+
+def test_a_string_among_numbers_is_still_found():
+    result = redact_body({"prompt": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, AWS]})
+    assert result.body["prompt"][-1] == "[REDACTED:aws_access_key]"
+    ids = list(range(5000))
+    assert redact_body({"prompt": ids}).body["prompt"] is ids
+
+
+def test_non_text_parts_and_media_are_scanned_too():
+    parts = [{"type": "image_url", "image_url": {"url": f"https://b.s3.amazonaws.com/a.png?X-Amz-Credential={AWS}"}},
+             {"type": "input_audio", "input_audio": {"data": AWS, "format": "wav"}}, {"type": "refusal", "refusal": AWS}]
+    result = redact_body({"messages": [{"role": "user", "content": parts}]})
+    assert result.counts == {"aws_access_key": 3}
