@@ -10,7 +10,7 @@ from contextvars import ContextVar
 
 from django.conf import settings
 
-from gateway.redaction import redact_text
+from gateway.redaction import holds_secret
 
 request_id_var: ContextVar[str] = ContextVar("request_id", default="")
 source_ip_var: ContextVar[str | None] = ContextVar("source_ip", default=None)
@@ -24,7 +24,7 @@ def new_request_id(incoming: str | None) -> str:
     Safe: a short token of plain characters that is not a secret — every log line and audit row
     carries it, and an API key or access key id pasted into the header has that shape too.
     """
-    if incoming and _SAFE_REQUEST_ID.match(incoming) and redact_text(incoming) is incoming:
+    if incoming and _SAFE_REQUEST_ID.match(incoming) and not holds_secret(incoming):
         return incoming
     return uuid.uuid4().hex
 

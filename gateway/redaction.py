@@ -317,6 +317,11 @@ def redact_text(text: str, counts: dict[str, int] | None = None) -> str:
     return redacted[0]
 
 
+def holds_secret(text: str) -> bool:
+    """Whether text holds a secret; for one-off texts such as ids (redact_text remembers clean ones)."""
+    return len(text) >= MIN_SECRET_CHARS and _redacted(text) is not text
+
+
 def _redacted(text: str) -> str | tuple[str, dict[str, int]]:
     """text itself when it holds no secret, else (the redacted text, counts by kind)."""
     lowered = text.lower()
