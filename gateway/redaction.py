@@ -351,7 +351,7 @@ _NUMBER_TYPES = (int, float, bool)
 _NOTHING: frozenset[str] = frozenset()
 
 
-def _numbers_only(items: list) -> bool:
+def numbers_only(items: list) -> bool:
     """All numbers (token ids, biases)? sum() finds out in C, about 10x faster than a loop."""
     try:
         sum(items)
@@ -361,7 +361,7 @@ def _numbers_only(items: list) -> bool:
 
 
 def _redact_list(items: list, counts: dict[str, int]) -> list:
-    if len(items) > 8 and type(items[0]) in _NUMBER_TYPES and _numbers_only(items):
+    if len(items) > 8 and type(items[0]) in _NUMBER_TYPES and numbers_only(items):
         return items
     out = None
     for i, item in enumerate(items):

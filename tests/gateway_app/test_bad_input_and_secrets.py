@@ -13,19 +13,11 @@ from tenants.models import RedactionMode
 from tenants.services import update_tenant
 from tests.factories import SYSTEM
 from tests.gateway_app.conftest import MODEL, wait_for
-from tests.gateway_app.helpers import EchoEngine, add_deployment, make_model_version, usage_rows
+from tests.gateway_app.helpers import usage_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 AWS_KEY = "AKIAQ3EGRTX5ZBN7W4KD"
 SY_KEY = "sy_live_Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5hJ"
-
-
-@pytest.fixture
-def echo(audit_head):
-    engine = EchoEngine(MODEL)
-    add_deployment(make_model_version(MODEL), tenant=None, name="echo", urls=[engine.url])
-    yield engine
-    engine.stop()
 
 
 @pytest.fixture
