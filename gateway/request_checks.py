@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 
 from gateway import errors
-from gateway.redaction import MIN_SECRET_CHARS, numbers_only
+from gateway.redaction import (MIN_MEMBER_VALUE, MIN_SECRET_CHARS, PLAIN_KEYS, member_text, numbers_only,
+                               secret_named)
 
 MAX_NESTING = 64  # objects and arrays within each other; JSON schemas in response_format stay far below
 # The roles of OpenAI's chat schema; vLLM would render any string as a role, so a secret too.
@@ -34,8 +35,8 @@ def _lone_surrogate() -> errors.GatewayError:
 def check_values(value: dict | list, texts: list[str], depth: int = 1) -> None:
     """Every string (keys included) is text, and containers nest at most MAX_NESTING deep.
 
-    Adds to `texts` every string long enough to hold a secret, for redaction to look at without
-    walking the body again (gateway.redaction.redact_body).
+    Adds to `texts` every string long enough to hold a secret, and each secret-named member as an
+    assignment, for redaction to look at without walking the body again (gateway.redaction.redact_body).
     """
     if depth > MAX_NESTING:
         raise too_deep()
@@ -45,6 +46,10 @@ def check_values(value: dict | list, texts: list[str], depth: int = 1) -> None:
                 raise _lone_surrogate()
             if len(key) >= MIN_SECRET_CHARS:
                 texts.append(key)
+            if key not in PLAIN_KEYS and secret_named(key):  # {"password": "..."}: read as an assignment too
+                member = value[key]
+                if type(member) is str and len(member) >= MIN_MEMBER_VALUE:
+                    texts.append(member_text(key, member))
         items = value.values()
     elif len(value) > 8 and type(value[0]) in _NUMBERS and numbers_only(value):
         return

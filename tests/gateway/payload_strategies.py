@@ -42,8 +42,11 @@ texts = st.text(_characters, max_size=24)
 _numbers = st.one_of(st.integers(min_value=-(2 ** 70), max_value=2 ** 70), st.integers(0, 5),
                      st.floats(allow_nan=True, allow_infinity=True))
 _leaves = st.one_of(st.none(), st.booleans(), _numbers, texts)
-values = st.recursive(_leaves, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                        st.dictionaries(texts, inner, max_size=4)), max_leaves=12)
+_keys = st.one_of(texts, st.sampled_from(["password", "api_key", "clientSecret", "aws_secret_access_key", "token"]))
+_secretish = st.text("abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789#!", min_size=12, max_size=40)
+values = st.recursive(st.one_of(_leaves, _secretish),
+                      lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_keys, inner, max_size=4)),
+                      max_leaves=12)
 
 
 def _sometimes(known, other=values):

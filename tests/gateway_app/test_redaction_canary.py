@@ -3,13 +3,13 @@
 One real-format secret of every kind redaction detects (tests/gateway/corpus/secrets.jsonl) goes
 into every field of completions and chat (tests/gateway/request_fields.py), into the headers a
 client controls (x-request-id, the affinity key, user-agent, an unknown one), the query string, an
-unknown path, the feedback id and a well-formed unknown API key — from a tenant in each redaction
-mode. Requests may be refused (4xx) or redacted; either way no piece of any secret is in the
-database dump (every table), Redis (limits, de-duplication cache, Django's cache), any log line
-(gateway and Django loggers), the exports (usage API and console CSV/JSON, audit export from API
-and console, slow requests page), /metrics, the answers, or what the engine received — recorded
-by the simulator (`--record-requests`). With redaction `off` the engine gets the prompt as sent
-(the tenant's choice, and the proof that the recording and the search see secrets); storage
+unknown path, the feedback id, secret-named JSON members and a well-formed unknown API key — from a
+tenant in each redaction mode. Requests may be refused (4xx) or redacted; either way no piece of any
+secret is in the database dump (every table), Redis (limits, de-duplication cache, Django's cache),
+any log line (gateway and Django loggers), the exports (usage API and console CSV/JSON, audit export
+from API and console, slow requests page), /metrics, the answers, or what the engine received —
+recorded by the simulator (`--record-requests`). With redaction `off` the engine gets the prompt as
+sent (the tenant's choice, and the proof that the recording and the search see secrets); storage
 never does.
 """
 from __future__ import annotations
@@ -117,6 +117,11 @@ def planted_requests(raw_key: str):
             yield "POST", PATHS[kind] + query, headers, json.dumps(body).encode()
     for kind, build in (("completions", FIELDS["completions"]["prompt"]), ("chat", FIELDS["chat"]["messages[].content"])):
         yield "POST", PATHS[kind], headers, json.dumps({**build(BUNDLE, MODEL), "stream": True}).encode()
+    members = {f"password_{i}": secret for i, secret in enumerate(ONE_LINE)}  # bare values under secret names
+    yield "POST", PATHS["completions"], headers, json.dumps({"model": MODEL, "prompt": "x", "metadata": members}).encode()
+    calls = [{"id": "c1", "type": "function", "function": {"name": "login", "arguments": members}}]
+    yield "POST", PATHS["chat"], headers, json.dumps({"model": MODEL, "messages": [
+        {"role": "assistant", "content": None, "tool_calls": calls}, {"role": "user", "content": "next"}]}).encode()
     for secret in ONE_LINE:
         yield "POST", "/v1/feedback", headers, json.dumps({"request_id": secret, "accepted": True}).encode()
     yield "POST", "/v1/feedback", headers, json.dumps({"request_id": "0" * 32, "accepted": True, "note": BUNDLE}).encode()
