@@ -47,7 +47,8 @@ def save_feedback(tenant_id: int, rid: str, accepted: bool) -> None:
     except FeedbackNotAllowed:
         raise errors.GatewayError(404, "request_not_found", f"No request '{rid}' for this tenant.") from None
     except ValidationError:
-        raise errors.bad_request("invalid_request_id", "'request_id' must be the x-request-id of a completion.") from None
+        raise errors.bad_request("invalid_request_id",
+                                 "'request_id' must be the x-request-id of a completion.") from None
 
 
 async def handle_feedback(state, scope: dict, receive, send) -> None:

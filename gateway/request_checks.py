@@ -24,7 +24,8 @@ _NUMBERS = (int, float, bool)
 
 
 def too_deep() -> errors.GatewayError:
-    return errors.bad_request("invalid_json", f"The request body nests objects and arrays deeper than {MAX_NESTING} levels.")
+    return errors.bad_request("invalid_json",
+                              f"The request body nests objects and arrays deeper than {MAX_NESTING} levels.")
 
 
 def _lone_surrogate() -> errors.GatewayError:
@@ -75,12 +76,14 @@ def check_messages(messages) -> None:
             raise errors.bad_request("invalid_messages", "'messages' must be a non-empty list of objects.")
         role = message.get("role")
         if type(role) is not str or role not in CHAT_ROLES:
-            raise errors.bad_request("invalid_role", f"messages[{i}].role must be one of {', '.join(sorted(CHAT_ROLES))}.")
+            raise errors.bad_request("invalid_role",
+                                     f"messages[{i}].role must be one of {', '.join(sorted(CHAT_ROLES))}.")
         content = message.get("content")
         if content is None or type(content) is str:
             continue
         if type(content) is not list:
-            raise errors.bad_request("invalid_content", f"messages[{i}].content must be a string, a list of parts or null.")
+            raise errors.bad_request("invalid_content",
+                                     f"messages[{i}].content must be a string, a list of parts or null.")
         for j, part in enumerate(content):
             if type(part) is not str:
                 _check_part(part, f"messages[{i}].content[{j}]")
@@ -112,7 +115,8 @@ def _check_part(part, where: str) -> None:
     if kind is None:
         return _check_typeless(part, where)
     if type(kind) is not str or kind not in PART_SHAPES:
-        raise errors.bad_request("invalid_content_part", f"{where}.type must be one of {', '.join(sorted(PART_SHAPES))}.")
+        raise errors.bad_request("invalid_content_part",
+                                 f"{where}.type must be one of {', '.join(sorted(PART_SHAPES))}.")
     key, shape = PART_SHAPES[kind]
     if not _has_shape(part.get(key), shape):
         raise errors.bad_request("invalid_content_part", f"{where}.{key} must be {shape} for a '{kind}' part.")

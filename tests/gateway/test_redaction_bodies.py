@@ -105,18 +105,20 @@ def test_non_text_parts_and_media_are_scanned_too():
     assert result.counts == {"aws_access_key": 3}
 
 
-SECRET_MEMBERS = [("password", "q8ZT2mWx9LkR4vNp"), ("api_key", "Ab3DE5gH7JK9mN1pQ3"), ("clientSecret", "9f#Kq2!ZmX7vL0pT"),
-                  ("DB_PASSWORD", "hP4@zR8qLm2#Xv6W"), ("aws_secret_access_key", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzQ8dTm2kLp")]
+SECRET_MEMBERS = [("password", "q8ZT2mWx9LkR4vNp"), ("api_key", "Ab3DE5gH7JK9mN1pQ3"),
+                  ("clientSecret", "9f#Kq2!ZmX7vL0pT"), ("DB_PASSWORD", "hP4@zR8qLm2#Xv6W"),
+                  ("aws_secret_access_key", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzQ8dTm2kLp")]
 PLAIN_MEMBERS = [("token_type", "bearer_access_token"), ("password_field", "confirm_password_input"),
-                 ("secret", "settings.SECRET_KEY_VALUE"), ("api_key", "<your-api-key-here>"), ("token", "${GITHUB_TOKEN}"),
-                 ("max_tokens_hint", "4096"), ("password", "correct horse battery staple"), ("secret_name", "prod/db/creds")]
+                 ("secret", "settings.SECRET_KEY_VALUE"), ("api_key", "<your-api-key-here>"),
+                 ("token", "${GITHUB_TOKEN}"), ("max_tokens_hint", "4096"),
+                 ("password", "correct horse battery staple"), ("secret_name", "prod/db/creds")]
 
 
 @pytest.mark.parametrize("name, value", SECRET_MEMBERS)
 def test_a_secret_named_member_is_read_as_an_assignment(name, value):
     # {"password": "..."}: tool arguments given as an object, metadata, template kwargs
-    body = {"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "login", "arguments": {name: value}}}]}],
-            "metadata": {name: value}}
+    calls = [{"function": {"name": "login", "arguments": {name: value}}}]
+    body = {"messages": [{"role": "assistant", "tool_calls": calls}], "metadata": {name: value}}
     result = redact_body(body)
     assert result.found == 2 and value not in repr(result.body)
     assert result.body["metadata"][name].startswith("[REDACTED:")

@@ -21,7 +21,9 @@ from tests.gateway_app.conftest import MODEL
 from tests.gateway_app.helpers import add_deployment, make_model_version
 
 pytestmark = pytest.mark.django_db(transaction=True)
-BOUNDED = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", 100)), deadline=None, database=None, suppress_health_check=list(HealthCheck))
+# FUZZ_EXAMPLES=1000 for a longer hunt by hand.
+BOUNDED = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", 100)), deadline=None, database=None,
+                   suppress_health_check=list(HealthCheck))
 # Header values as bytes: what HTTP lets a client send (visible ASCII, spaces, obs-text bytes).
 _header_bytes = st.binary(max_size=40).map(lambda b: bytes(c for c in b if c >= 0x20 and c != 0x7F).strip())
 _headers = st.dictionaries(
@@ -79,7 +81,8 @@ def test_feedback_models_and_unknown_routes_answer_well_formed(fuzzed):
     @given(paths, st.sampled_from(["GET", "POST", "PUT", "DELETE", "HEAD"]),
            st.one_of(raw_bodies(st.fixed_dictionaries({}, optional={"request_id": values, "accepted": values})),
                      st.binary(max_size=64)), _headers,
-           st.sampled_from([auth, {}, {"authorization": b"Bearer \xff\xfe"}, {"authorization": b"Bearer sy_live_\xe9"}]))
+           st.sampled_from([auth, {}, {"authorization": b"Bearer \xff\xfe"},
+                            {"authorization": b"Bearer sy_live_\xe9"}]))
     @example("/v1/feedback", "POST", b'{"request_id": "\\u0000", "accepted": true}', {}, auth)  # a 500 on PostgreSQL
     def check(path, method, raw, headers, authorization):
         response = client.request(method, path, content=raw, headers={**headers, **authorization})
