@@ -167,7 +167,8 @@ def _text_of(content) -> str:
 def _part_text(part) -> str:
     if isinstance(part, str):
         return part
-    key = _TEXT_PART_KEYS.get(part.get("type", "text")) if isinstance(part, dict) else None
+    kind = part.get("type", "text") if isinstance(part, dict) else None
+    key = _TEXT_PART_KEYS.get(kind) if isinstance(kind, str) else None
     text = part.get(key) if key else None
     return text if isinstance(text, str) else ""
 

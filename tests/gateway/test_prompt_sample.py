@@ -31,3 +31,8 @@ def test_chat_sample_is_cut_at_the_limit_wherever_the_messages_end():
     whole = "system: abc\nuser: defgh\nassistant: ij"
     assert [prompt_sample(body, "chat", n) for n in range(len(whole) + 3)] == \
         [whole[:n] if n else "" for n in range(len(whole) + 3)]
+
+
+def test_a_sample_of_an_unchecked_body_never_raises():
+    odd = [{"type": ["text"], "text": "x"}, {"type": None}, 5, None, {"type": "text", "text": None}]
+    assert prompt_sample({"messages": [{"role": "user", "content": odd}, "not a message"]}, "chat", 50) == "user: "
