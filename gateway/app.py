@@ -33,6 +33,7 @@ from gateway.metering import UsageRecorder, write_batch
 from gateway.metrics import GatewayMetrics
 from gateway.pool_queues import PoolQueues
 from gateway.proxy import Timeouts
+from gateway.redaction import redact_prefix
 from gateway.resp import PipelinedRedis
 from gateway.refresher import SnapshotRefresher, load_current
 from gateway.snapshot import Snapshot
@@ -100,7 +101,8 @@ class GatewayApp:
         _, ids = request_ids(scope)
         expected = ROUTES.get(path)
         if expected is None:
-            return await send_plain_error(send, 404, "not_found", f"No route {path}.", ids)
+            # The path is request text like any other: echoed with its secrets redacted.
+            return await send_plain_error(send, 404, "not_found", f"No route {redact_prefix(path, 200)}.", ids)
         if method != expected:
             return await send_plain_error(send, 405, "method_not_allowed", f"Use {expected} for {path}.", ids)
         if path == "/v1/models":

@@ -6,6 +6,7 @@ exactly like an id that never existed elsewhere, so ids cannot be probed across 
 from __future__ import annotations
 
 import json
+import re
 
 from gateway import errors
 from gateway.auth import authenticate, current_tenant
@@ -15,12 +16,18 @@ from gateway.payload import json_object
 MAX_FEEDBACK_BODY = 4096
 
 
+# What gateway.http.mint_request_id gives every request (its x-request-id). Nothing else can name
+# one, so nothing else is stored: feedback may arrive before its usage row and is kept by id.
+REQUEST_ID = re.compile(r"[0-9a-f]{32}")
+
+
 def parse_feedback(body: bytes) -> tuple[str, bool]:
-    """`{"request_id": "...", "accepted": true|false}`, or a 400."""
+    """`{"request_id": "<32 hex digits>", "accepted": true|false}`, or a 400."""
     payload = json_object(body)
     rid, accepted = payload.get("request_id"), payload.get("accepted")
-    if not isinstance(rid, str) or not 1 <= len(rid) <= 64:
-        raise errors.bad_request("invalid_request_id", "'request_id' must be a string of 1 to 64 characters.")
+    if type(rid) is not str or not REQUEST_ID.fullmatch(rid):
+        raise errors.bad_request("invalid_request_id", "'request_id' must be the x-request-id of a completion "
+                                                       "(32 hexadecimal digits).")
     if not isinstance(accepted, bool):
         raise errors.bad_request("invalid_accepted", "'accepted' must be true or false.")
     return rid, accepted
@@ -40,7 +47,8 @@ def save_feedback(tenant_id: int, rid: str, accepted: bool) -> None:
     except FeedbackNotAllowed:
         raise errors.GatewayError(404, "request_not_found", f"No request '{rid}' for this tenant.") from None
     except ValidationError:
-        raise errors.bad_request("invalid_request_id", "'request_id' must be a string of 1 to 64 characters.") from None
+        raise errors.bad_request("invalid_request_id",
+                                 "'request_id' must be the x-request-id of a completion.") from None
 
 
 async def handle_feedback(state, scope: dict, receive, send) -> None:

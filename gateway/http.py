@@ -6,6 +6,7 @@ import os
 import re
 
 from gateway.errors import GatewayError, body_too_large, error_body
+from gateway.redaction import holds_secret
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
@@ -30,13 +31,13 @@ def request_ids(scope: dict) -> tuple[str, list]:
     key, the member of the request's concurrency lease and the name of its budget reservation,
     so two requests must never share one (a client re-sending its own x-request-id would
     otherwise go unmetered, or share a lease). A caller's own x-request-id, when safe to echo
-    (1-64 of A-Za-z0-9._:-), comes back as x-client-request-id, as OpenAI's API does.
+    (1-64 of A-Za-z0-9._:-, and not a secret), comes back as x-client-request-id, as OpenAI's API does.
     """
     rid = mint_request_id()
     headers = [(b"x-request-id", rid.encode())]
     incoming = header(scope, b"x-request-id")
-    if incoming and _SAFE_REQUEST_ID.match(incoming):
-        headers.append((b"x-client-request-id", incoming))
+    if incoming and _SAFE_REQUEST_ID.match(incoming) and not holds_secret(incoming.decode()):
+        headers.append((b"x-client-request-id", incoming))  # not an API key pasted as an id
     return rid, headers
 
 

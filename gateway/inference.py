@@ -22,11 +22,12 @@ from gateway.payload import (BATCH_PRIORITY, Work, parse_payload, prompt_sample,
                              wants_continuous_usage, wants_usage)
 from gateway.proxy import (FALLBACK_BUDGET, ClientStream, UpstreamFailure, first_chunk, open_upstream, relay_json,
                            relay_stream, usage_of)
-from gateway.redaction import redact_body
+from gateway.redaction import PREFIX_MARGIN, RedactionMode, redact_body, redact_prefix
 from gateway.snapshot import KeyInfo, Pool, TenantInfo
 from gateway.server import DISCONNECT_EXTENSION
 from gateway.sse import SseRelay
 
+MODEL_NAME_CHARS = 200  # usage.UsageEvent.model_name's length
 CANCELLED_STATUS = 499  # what nginx logs for a client that went away; never sent
 WATCH_AFTER_SECONDS = 0.02  # requests still running after this watch for their client leaving
 
@@ -47,6 +48,7 @@ class Call:
     raw: bytes = b""  # the body as it came, forwarded unchanged while `payload` is still `parsed`
     parsed: dict | None = None
     work: Work | None = None  # its worst case, as admission reserved it (`request_work`)
+    texts: list[str] | None = None  # the body's strings that could hold a secret (for redaction)
 
 
 class InferenceHandler:
@@ -90,12 +92,15 @@ class InferenceHandler:
             state.metrics.limit_rejections.labels(str(tenant.id), budget_name(tenant.over_budget)).inc()
             raise over_budget(tenant.over_budget, time.time())
         raw = await read_body(scope, receive, state.config.max_body_bytes)
-        payload = parse_payload(raw, record.endpoint)
-        record.model_name, record.streamed = payload["model"], bool(payload.get("stream"))
+        texts: list[str] = []
+        payload = parse_payload(raw, record.endpoint, texts)
+        record.streamed = bool(payload.get("stream"))
         pools = snapshot.pools_for(tenant.id, payload["model"])
         if pools is None:  # another tenant's dedicated model is as unknown as a made-up name
-            raise errors.model_not_found(payload["model"])
-        record.model_known = True
+            # An unknown name is request text like any other: stored and echoed redacted.
+            record.model_name = redact_prefix(payload["model"], MODEL_NAME_CHARS)
+            raise errors.model_not_found(record.model_name)
+        record.model_name, record.model_known = payload["model"], True
         if not snapshot.model_allowed(key, payload["model"]):
             raise errors.model_not_allowed(payload["model"])
         affinity = header(scope, b"x-switchyard-affinity")
@@ -103,7 +108,8 @@ class InferenceHandler:
                            affinity.decode("latin-1") if affinity else None, tenant.id)
         batch = (header(scope, b"x-switchyard-priority") or b"").lower() == b"batch"
         use_cache = (header(scope, OPT_OUT_HEADER) or b"").lower() != b"no"
-        return Call(record.endpoint, key, tenant, pools, payload, hints, batch, use_cache, raw=raw, parsed=payload)
+        return Call(record.endpoint, key, tenant, pools, payload, hints, batch, use_cache, raw=raw, parsed=payload,
+                    texts=texts)
 
     async def _admitted(self, call: Call, client: ClientStream, record: RequestRecord) -> None:
         """Take the limits' reservation, then serve; the reservation is settled whatever happens.
@@ -131,13 +137,17 @@ class InferenceHandler:
             limiter.settle_soon(admission, used_tokens=record.prompt_tokens + record.completion_tokens)
 
     def _redact(self, call: Call, record: RequestRecord) -> None:
-        result = redact_body(call.payload, call.tenant.redaction_mode)
+        result = redact_body(call.payload, call.tenant.redaction_mode, call.texts)
         record.redactions = result.found
         if result.blocked:
             kinds = ", ".join(sorted(result.counts))
             raise errors.bad_request("secret_detected", f"The request contains secrets ({kinds}); it was not sent.")
         call.payload = result.body
-        record.redacted_prompt = prompt_sample(result.body, call.kind, self.state.config.prompt_sample_chars)
+        chars = self.state.config.prompt_sample_chars
+        if chars and result.mode is RedactionMode.OFF:  # the engine gets the prompt as sent; storage never does
+            record.redacted_prompt = redact_prefix(prompt_sample(result.body, call.kind, chars + PREFIX_MARGIN), chars)
+        else:
+            record.redacted_prompt = prompt_sample(result.body, call.kind, chars)
 
     async def _answer(self, call: Call, client: ClientStream, record: RequestRecord, estimate: int,
                       token_cap: int | None) -> None:

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from json.encoder import c_make_encoder, encode_basestring
 
-from gateway import errors
+from gateway import errors, request_checks
 
 CHARS_PER_TOKEN = 4  # a likely prompt length (billed until the engine counts), never a bound
 DEFAULT_COMPLETION_RESERVE = 1024  # a chat choice's length without max_tokens (the cap under a token budget)
@@ -30,7 +30,9 @@ def _loads(body: bytes):
     """json.loads(body), quicker for the usual body: UTF-8 starting with `{` and nothing after `}`."""
     if body[:1] != b"{" or body[1:2] == b"\x00":  # json.loads detects UTF-16/32 from zero bytes
         return json.loads(body)
-    text = body.decode("utf-8", "surrogatepass")
+    # Strict, unlike json.loads' surrogatepass: encoded surrogates are not UTF-8 (check_values
+    # finds them in the other encodings json.loads accepts, and as \ud800 escapes).
+    text = body.decode("utf-8")
     try:
         value, end = _scan_json(text, 0)
     except StopIteration:
@@ -38,20 +40,26 @@ def _loads(body: bytes):
     return value if end == len(text) else json.loads(text)  # trailing whitespace or extra data
 
 
-def json_object(body: bytes) -> dict:
-    """The request body as a JSON object, or a 400 saying what it is instead."""
+def json_object(body: bytes, texts: list[str] | None = None) -> dict:
+    """The request body as a JSON object, or a 400 saying what it is instead.
+
+    `texts` (a list) receives the body's strings long enough to hold a secret (redact_body's hint).
+    """
     try:
         payload = _loads(body)
     except (ValueError, UnicodeDecodeError):
         raise errors.bad_request("invalid_json", "The request body is not valid JSON.") from None
+    except RecursionError:  # the scanner recurses per level: ~900 levels deep in the gateway's stack
+        raise request_checks.too_deep() from None
     if not isinstance(payload, dict):
         raise errors.bad_request("invalid_body", "The request body must be a JSON object.")
+    request_checks.check_values(payload, [] if texts is None else texts)
     return payload
 
 
-def parse_payload(body: bytes, kind: str) -> dict:
-    """A JSON object naming a model, with a prompt (completions) or messages (chat)."""
-    payload = json_object(body)
+def parse_payload(body: bytes, kind: str, texts: list[str] | None = None) -> dict:
+    """A JSON object naming a model, with a prompt (completions) or messages (chat); see json_object."""
+    payload = json_object(body, texts)
     model = payload.get("model")
     if not isinstance(model, str) or not model:
         raise errors.bad_request("missing_model", "Name a model in the 'model' field.")
@@ -62,9 +70,7 @@ def parse_payload(body: bytes, kind: str) -> dict:
 
 def _check_input(payload: dict, kind: str) -> None:
     if kind == "chat":
-        messages = payload.get("messages")
-        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-            raise errors.bad_request("invalid_messages", "'messages' must be a non-empty list of objects.")
+        request_checks.check_messages(payload.get("messages"))
     elif not isinstance(payload.get("prompt"), (str, list)):
         raise errors.bad_request("invalid_prompt", "'prompt' must be a string or a list.")
 
@@ -73,6 +79,7 @@ def _check_fields(payload: dict) -> None:
     stream = payload.get("stream", False)
     if stream is not True and stream is not False:
         raise errors.bad_request("invalid_stream", "'stream' must be true or false.")
+    request_checks.check_stream_options(payload)
     for name in _TOKEN_FIELDS:
         value = payload.get(name)
         # type(), not isinstance: bool is an int, and JSON gives no other int subclass
@@ -266,6 +273,20 @@ def prompt_sample(body: dict, kind: str, chars: int) -> str:
 def _text_of(content) -> str:
     if isinstance(content, str):
         return content
-    if isinstance(content, list):  # content parts: keep the text ones
-        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    if isinstance(content, list):  # content parts: the text ones, and bare strings
+        return " ".join(text for text in map(_part_text, content) if text)
     return ""
+
+
+def _part_text(part) -> str:
+    if isinstance(part, str):
+        return part
+    kind = part.get("type", "text") if isinstance(part, dict) else None
+    key = _TEXT_PART_KEYS.get(kind) if isinstance(kind, str) else None
+    text = part.get(key) if key else None
+    return text if isinstance(text, str) else ""
+
+
+# What vLLM reads as text from a content part, by type (gateway.request_checks.PART_SHAPES).
+_TEXT_PART_KEYS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal",
+                   "thinking": "thinking"}

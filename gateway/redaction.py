@@ -15,6 +15,9 @@ from enum import StrEnum
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 PLACEHOLDER = "[REDACTED:{kind}]"
+# No pattern matches fewer characters: the shortest is a Slack token, `xoxb-` and 10 more
+# (tests/gateway/test_redaction_probes.py checks every pattern's shortest match).
+MIN_SECRET_CHARS = 15
 
 
 class RedactionMode(StrEnum):
@@ -282,13 +285,50 @@ def _apply(text: str, pattern: Pattern, matches: Iterable[re.Match], counts: dic
     return "".join(pieces) + text[cursor:] if pieces else text
 
 
+# Texts found clean, by value: clients send the same tool descriptions, schemas, system prompts and
+# earlier turns again on every request, and a short text costs about as much to scan as a long
+# one (~1-2 us of fixed cost). Only secret-free texts are kept; the set is emptied when full.
+CACHED_TEXT_CHARS = 1024
+MAX_CLEAN_TEXTS = 8192
+_CLEAN_TEXTS: set[str] = set()
+
+
+def _remember_clean(text: str) -> None:
+    if len(_CLEAN_TEXTS) >= MAX_CLEAN_TEXTS:
+        _CLEAN_TEXTS.clear()
+    _CLEAN_TEXTS.add(text)
+
+
 def redact_text(text: str, counts: dict[str, int] | None = None) -> str:
     """Return text with every secret replaced (the same object when none is found); add to counts."""
+    size = len(text)
+    if size < MIN_SECRET_CHARS:  # roles, part types, short field values: nothing fits
+        return text
+    if size <= CACHED_TEXT_CHARS and text in _CLEAN_TEXTS:
+        return text
+    redacted = _redacted(text)
+    if redacted is text:
+        if size <= CACHED_TEXT_CHARS:
+            _remember_clean(text)
+        return text
+    if counts is not None:
+        for kind, found in redacted[1].items():
+            counts[kind] = counts.get(kind, 0) + found
+    return redacted[0]
+
+
+def holds_secret(text: str) -> bool:
+    """Whether text holds a secret; for one-off texts such as ids (redact_text remembers clean ones)."""
+    return len(text) >= MIN_SECRET_CHARS and _redacted(text) is not text
+
+
+def _redacted(text: str) -> str | tuple[str, dict[str, int]]:
+    """text itself when it holds no secret, else (the redacted text, counts by kind)."""
     lowered = text.lower()
     kinds = kinds_present(text, lowered)
     if not kinds:  # the common case: no anchor of any pattern occurs
         return text
-    counts = {} if counts is None else counts
+    original, counts = text, {}
     for pattern in PATTERNS:
         if pattern.kind not in kinds:
             continue
@@ -299,85 +339,162 @@ def redact_text(text: str, counts: dict[str, int] | None = None) -> str:
         redacted = _apply(text, pattern, list(matches), counts)
         if redacted is not text:  # later patterns index into the lower-cased copy
             text, lowered = redacted, redacted.lower()
-    return text
+    return original if text is original else (text, counts)
 
 
-# Lists below are copied only when an element changed: most bodies hold no secret.
-def _redact_content(content: Any, counts: dict[str, int]) -> Any:
-    """Chat content: a string, or a list of parts of which only text parts are touched."""
-    if isinstance(content, str):
-        return redact_text(content, counts)
-    if not isinstance(content, list):
-        return content
-    parts = None
-    for i, part in enumerate(content):
-        if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-            text = redact_text(part["text"], counts)
-            if text is not part["text"]:
-                parts = parts or list(content)
-                parts[i] = {**part, "text": text}
-    return content if parts is None else parts
+# Bodies: every string that can reach the engine is scanned, wherever it sits (messages, parts of
+# any type, tools, schemas, unknown fields) and dict keys too (vLLM logs the names of fields it
+# ignores) — but the model name, which is looked up and never forwarded unknown. Base64 media are
+# scanned like text: whatever the bytes, they reach the engine (docs/redaction.md).
+# Containers are copied only where something was replaced: most bodies hold no secret.
+_NUMBER_TYPES = (int, float, bool)
+_NOTHING: frozenset[str] = frozenset()
 
 
-def _redact_prompt(prompt: Any, counts: dict[str, int]) -> Any:
-    """Completions prompt: a string or a list of strings; token-id lists pass through."""
-    if isinstance(prompt, str):
-        return redact_text(prompt, counts)
-    if not isinstance(prompt, list):
-        return prompt
+def numbers_only(items: list) -> bool:
+    """All numbers (token ids, biases)? sum() finds out in C, about 10x faster than a loop."""
+    try:
+        sum(items)
+    except TypeError:
+        return False
+    return True
+
+
+def _redact_list(items: list, counts: dict[str, int]) -> list:
+    if len(items) > 8 and type(items[0]) in _NUMBER_TYPES and numbers_only(items):
+        return items
     out = None
-    for i, item in enumerate(prompt):
-        if isinstance(item, str):
-            text = redact_text(item, counts)
-            if text is not item:
-                out = out or list(prompt)
-                out[i] = text
-    return prompt if out is None else out
+    for i, item in enumerate(items):
+        kind = type(item)
+        if kind is str:
+            if len(item) < MIN_SECRET_CHARS:
+                continue
+            redacted = redact_text(item, counts)
+        elif kind is dict:
+            redacted = _redact_dict(item, counts)
+        elif kind is list:
+            redacted = _redact_list(item, counts)
+        else:
+            continue
+        if redacted is not item:
+            out = out or list(items)
+            out[i] = redacted
+    return items if out is None else out
 
 
-def _redact_messages(messages: list, counts: dict[str, int]) -> list:
-    out = None
-    for i, message in enumerate(messages):
-        if isinstance(message, dict) and "content" in message:
-            content = _redact_content(message["content"], counts)
-            if content is not message["content"]:
-                out = out or list(messages)
-                out[i] = {**message, "content": content}
-    return messages if out is None else out
+def _redact_dict(value: dict, counts: dict[str, int], keep: frozenset[str] = _NOTHING) -> dict:
+    """A JSON object with every string in it redacted, keys included (but the values of `keep`)."""
+    changed = None
+    for key, item in value.items():
+        kind = type(item)
+        if kind is str:
+            redacted = item if len(item) < MIN_SECRET_CHARS or key in keep else redact_text(item, counts)
+            if redacted is item and len(item) >= MIN_MEMBER_VALUE and key not in PLAIN_KEYS and secret_named(key) \
+                    and key not in keep:
+                redacted = _member_value(key, item, counts)
+        elif kind is dict:
+            redacted = _redact_dict(item, counts)
+        elif kind is list:
+            redacted = _redact_list(item, counts)
+        else:
+            redacted = item
+        new_key = key if len(key) < MIN_SECRET_CHARS else redact_text(key, counts)
+        if redacted is not item or new_key is not key:
+            changed = changed or []
+            changed.append((key, new_key, redacted))
+    if changed is None:
+        return value
+    out = dict(value)
+    for key, new_key, redacted in changed:
+        if new_key is not key:
+            del out[key]
+        out[new_key] = redacted
+    return out
 
 
+# A JSON member is an assignment too: {"password": "Xk9m..."} (tool arguments as an object,
+# metadata, template kwargs) is read as `password: "Xk9m..."` — by the generic rule and the AWS
+# secret-key rule, the ones that need a name — and its value replaced if that is a secret.
+MIN_MEMBER_VALUE = 12  # the generic rule's shortest value
+_SECRET_NAMED_KEY = re.compile(_SECRET_NAME, re.IGNORECASE)
+# Keys found not to name a secret (they are mostly field names): `key not in PLAIN_KEYS` first
+# costs one set lookup per key, before any call.
+PLAIN_KEYS: set[str] = set()
+MAX_PLAIN_KEYS = 4096
+
+
+def secret_named(key: str) -> bool:
+    """Whether an object key names a secret (`password`, `api_key`, `clientSecret`...)."""
+    if key in PLAIN_KEYS:
+        return False
+    if _SECRET_NAMED_KEY.search(key):
+        return True
+    if len(PLAIN_KEYS) >= MAX_PLAIN_KEYS:
+        PLAIN_KEYS.clear()
+    PLAIN_KEYS.add(key)
+    return False
+
+
+def member_text(key: str, value: str) -> str:
+    """How a secret-named member reads as an assignment."""
+    return f'{key}: "{value}"'
+
+
+def _member_value(key: str, value: str, counts: dict[str, int]) -> str:
+    text = member_text(key, value)
+    found = _redacted(text)
+    if found is not text:
+        for kind in found[1]:
+            placeholder = PLACEHOLDER.format(kind=kind)
+            if found[0].endswith(f'"{placeholder}"'):  # the value was the secret (not something in the key)
+                counts[kind] = counts.get(kind, 0) + 1
+                return placeholder
+    return value
+
+
+# The model name is looked up in the registry and never forwarded unknown (gateway/inference.py).
+_UNSCANNED = frozenset({"model"})
 _MODES = {mode.value: mode for mode in RedactionMode}  # a StrEnum member finds itself too
-
-
-def _scanned_messages(messages: Any, counts: dict[str, int]) -> Any:
-    return _redact_messages(messages, counts) if isinstance(messages, list) else messages
-
-
-# suffix: fill-in-the-middle requests from IDEs carry code there too
-_SCANNED_FIELDS = (("prompt", _redact_prompt), ("suffix", _redact_prompt), ("messages", _scanned_messages))
 
 
 def _result(body: Any, counts: dict[str, int], mode: RedactionMode, found: int = 0) -> RedactionResult:
     return tuple.__new__(RedactionResult, (body, counts, mode, found))  # skips NamedTuple's Python __new__
 
 
-def redact_body(body: dict, mode: RedactionMode | str = RedactionMode.REDACT) -> RedactionResult:
-    """Scan a completions or chat request body (prompt, suffix, messages) under the given mode."""
+def redact_body(body: dict, mode: RedactionMode | str = RedactionMode.REDACT,
+                texts: list[str] | None = None) -> RedactionResult:
+    """Scan a completions or chat request body (every field that reaches the engine) under the given mode.
+
+    `texts`: every string of the body long enough to hold a secret (what gateway.payload.json_object
+    collected): when none does, the body is not walked at all.
+    """
     checked = _MODES.get(mode)  # not RedactionMode(mode): the enum call costs a microsecond per request
     if checked is None:
         raise ValueError(f"{mode!r} is not a valid RedactionMode")
-    if checked is RedactionMode.OFF or not isinstance(body, dict):
+    if checked is RedactionMode.OFF or not isinstance(body, dict) or (texts is not None and _all_clean(texts)):
         return _result(body, {}, checked)
     counts: dict[str, int] = {}
-    changed = {}
-    for name, redact in _SCANNED_FIELDS:
-        value = body.get(name)
-        if value is not None:
-            redacted = redact(value, counts)
-            if redacted is not value:
-                changed[name] = redacted
+    redacted = _redact_dict(body, counts, _UNSCANNED)
     if not counts:
         return _result(body, counts, checked)
-    # Redact: a shallow copy (untouched fields shared); block: the caller's own body goes on as it came.
-    forwarded = {**body, **changed} if checked is RedactionMode.REDACT else body
-    return _result(forwarded, counts, checked, sum(counts.values()))
+    # Redact: untouched fields shared with the caller's body; block: the caller's own body goes on as it came.
+    return _result(redacted if checked is RedactionMode.REDACT else body, counts, checked, sum(counts.values()))
+
+
+def _all_clean(texts: list[str]) -> bool:
+    for text in texts:
+        if redact_text(text) is not text:
+            return False
+    return True
+
+
+def redact_prefix(text: str, limit: int) -> str:
+    """The first `limit` characters of text, with every secret that reaches into them redacted.
+
+    Redacted before it is cut, with a margin, so a secret straddling the cut is not left half
+    there (a private key cut by the margin is still hidden: its pattern runs to the end of text).
+    """
+    return redact_text(text[:limit + PREFIX_MARGIN])[:limit]
+
+
+PREFIX_MARGIN = 4096  # longer than any token-shaped secret (JWTs, the first lines of a 4096-bit key)

@@ -24,6 +24,7 @@ HELP = {
     "eos_probability": "per-token probability of ending early with finish_reason=stop",
     "seed": "base seed for generated text",
     "log_level": "log level of the HTTP server",
+    "record_requests": "append every generation request received (headers and body) to this file",
 }
 
 

@@ -19,6 +19,7 @@ from . import choices, protocol
 from .config import SimulatorConfig
 from .engine import Engine
 from .metrics import SimulatorMetrics
+from .recording import RequestRecorder
 from .request import Request
 
 Receive = Callable[[], Awaitable[dict]]
@@ -116,6 +117,7 @@ class SimulatorApp:
         self.metrics.attach_engine(self.engine)
         self._seeds = itertools.count(config.seed << 32)
         self._next_id = random_hex_ids().__next__
+        self._record = RequestRecorder(config.record_requests).record if config.record_requests else None
         self.routes = {
             "/health": ("GET", self._health),
             "/v1/models": ("GET", self._models),
@@ -207,6 +209,8 @@ class SimulatorApp:
         try:
             msg = await receive()  # the whole body, unless it is large
             raw = await read_body(receive, msg) if msg.get("more_body") else msg.get("body", b"")
+            if self._record is not None:
+                self._record(scope, raw)
             body = protocol.parse_json(raw)
             params = protocol.parse_request(body, chat, self.config, self.engine.max_request_tokens())
         except protocol.ProtocolError as exc:

@@ -27,6 +27,7 @@ class SimulatorConfig:
     eos_probability: float = 0.0
     seed: int = 0
     log_level: str = "warning"
+    record_requests: str = ""  # a file: every generation request received is appended to it (tests)
 
     def __post_init__(self) -> None:
         """Reject configurations the engine could not run with."""

@@ -10,7 +10,15 @@ def test_completions_keep_the_start_of_the_prompt():
 def test_chat_keeps_roles_and_text_parts():
     body = {"messages": [{"role": "system", "content": "You complete code."},
                          {"role": "user", "content": [{"type": "text", "text": "fix"}, {"type": "image_url"}]}]}
-    assert prompt_sample(body, "chat", 100) == "system: You complete code.\nuser: fix "
+    assert prompt_sample(body, "chat", 100) == "system: You complete code.\nuser: fix"
+
+
+def test_chat_sample_reads_what_the_model_reads_as_text_and_nothing_else():
+    image = {"type": "image_url", "image_url": {"url": "https://x/y.png"}, "text": "not read by vLLM"}
+    parts = ["bare", {"type": "input_text", "text": "a"}, {"type": "refusal", "refusal": "b"},
+             {"type": "thinking", "thinking": "c"}, image, {"text": "typeless"}, {"type": "text", "text": 5}]
+    body = {"messages": [{"role": "user", "content": parts}]}
+    assert prompt_sample(body, "chat", 100) == "user: bare a b c typeless"
 
 
 def test_zero_characters_keeps_nothing():
@@ -23,3 +31,8 @@ def test_chat_sample_is_cut_at_the_limit_wherever_the_messages_end():
     whole = "system: abc\nuser: defgh\nassistant: ij"
     assert [prompt_sample(body, "chat", n) for n in range(len(whole) + 3)] == \
         [whole[:n] if n else "" for n in range(len(whole) + 3)]
+
+
+def test_a_sample_of_an_unchecked_body_never_raises():
+    odd = [{"type": ["text"], "text": "x"}, {"type": None}, 5, None, {"type": "text", "text": None}]
+    assert prompt_sample({"messages": [{"role": "user", "content": odd}, "not a message"]}, "chat", 50) == "user: "

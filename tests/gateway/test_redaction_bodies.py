@@ -71,3 +71,60 @@ def test_results_never_carry_the_secret():
 def test_unknown_mode_is_an_error():
     with pytest.raises(ValueError):
         redact_body({"prompt": "x"}, "maybe")
+
+
+def test_every_string_of_the_body_is_scanned_at_any_depth_keys_included():
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"type": "function", "function": {"name": "f", "description": f"uses {AWS}"}}],
+            "x_unknown": {"a": [{"b": GITHUB}]}, f"{AWS}": 1, "metadata": {f"k {GITHUB}": "v"}}
+    result = redact_body(body)
+    assert result.counts == {"aws_access_key": 2, "github_token": 2}
+    assert result.body["tools"][0]["function"]["description"] == "uses [REDACTED:aws_access_key]"
+    assert result.body["x_unknown"] == {"a": [{"b": "[REDACTED:github_token]"}]}
+    assert result.body["[REDACTED:aws_access_key]"] == 1 and AWS not in result.body
+    assert result.body["metadata"] == {"k [REDACTED:github_token]": "v"}
+    assert body["tools"][0]["function"]["description"] == f"uses {AWS}"  # the caller's body is as it was
+
+
+def test_the_model_name_is_left_for_the_registry_lookup():
+    result = redact_body({"model": AWS, "prompt": "x"})
+    assert result.body["model"] == AWS and result.found == 0
+
+
+def test_a_string_among_numbers_is_still_found():
+    result = redact_body({"prompt": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, AWS]})
+    assert result.body["prompt"][-1] == "[REDACTED:aws_access_key]"
+    ids = list(range(5000))
+    assert redact_body({"prompt": ids}).body["prompt"] is ids
+
+
+def test_non_text_parts_and_media_are_scanned_too():
+    parts = [{"type": "image_url", "image_url": {"url": f"https://b.s3.amazonaws.com/a.png?X-Amz-Credential={AWS}"}},
+             {"type": "input_audio", "input_audio": {"data": AWS, "format": "wav"}}, {"type": "refusal", "refusal": AWS}]
+    result = redact_body({"messages": [{"role": "user", "content": parts}]})
+    assert result.counts == {"aws_access_key": 3}
+
+
+SECRET_MEMBERS = [("password", "q8ZT2mWx9LkR4vNp"), ("api_key", "Ab3DE5gH7JK9mN1pQ3"),
+                  ("clientSecret", "9f#Kq2!ZmX7vL0pT"), ("DB_PASSWORD", "hP4@zR8qLm2#Xv6W"),
+                  ("aws_secret_access_key", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzQ8dTm2kLp")]
+PLAIN_MEMBERS = [("token_type", "bearer_access_token"), ("password_field", "confirm_password_input"),
+                 ("secret", "settings.SECRET_KEY_VALUE"), ("api_key", "<your-api-key-here>"),
+                 ("token", "${GITHUB_TOKEN}"), ("max_tokens_hint", "4096"),
+                 ("password", "correct horse battery staple"), ("secret_name", "prod/db/creds")]
+
+
+@pytest.mark.parametrize("name, value", SECRET_MEMBERS)
+def test_a_secret_named_member_is_read_as_an_assignment(name, value):
+    # {"password": "..."}: tool arguments given as an object, metadata, template kwargs
+    calls = [{"function": {"name": "login", "arguments": {name: value}}}]
+    body = {"messages": [{"role": "assistant", "tool_calls": calls}], "metadata": {name: value}}
+    result = redact_body(body)
+    assert result.found == 2 and value not in repr(result.body)
+    assert result.body["metadata"][name].startswith("[REDACTED:")
+
+
+@pytest.mark.parametrize("name, value", PLAIN_MEMBERS)
+def test_a_secret_named_member_that_is_no_secret_stays(name, value):
+    body = {"metadata": {name: value}, "chat_template_kwargs": {name: value}}
+    assert redact_body(body).body is body

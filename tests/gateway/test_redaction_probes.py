@@ -92,3 +92,14 @@ def test_generic_rule_finds_the_same_values_as_a_keyword_scan(pieces):
     text = "".join(pieces)
     spans = [m.span("qvalue") if m.group("qvalue") else m.span("value") for m in _keyword_matches(text, text.lower())]
     assert spans == reference_generic(text)
+
+
+def test_no_pattern_can_match_a_text_shorter_than_min_secret_chars():
+    # redact_text skips shorter texts (roles, part types, most field names) without looking.
+    from re import _parser
+
+    from gateway.redaction import MIN_SECRET_CHARS
+
+    shortest = {p.kind: _parser.parse(p.regex.pattern, p.regex.flags).getwidth()[0] for p in PATTERNS}
+    assert min(shortest.values()) == MIN_SECRET_CHARS, shortest
+    assert redact_text("xoxb-1234567a9Z") == "[REDACTED:slack_token]"  # exactly that long: still found

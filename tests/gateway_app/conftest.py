@@ -14,7 +14,7 @@ from openai import OpenAI
 
 from apikeys.scopes import Scope
 from tests.factories import make_key, make_member, make_tenant, make_user
-from tests.gateway_app.helpers import GatewayServer, SimulatorProcess, add_deployment, make_model_version
+from tests.gateway_app.helpers import EchoEngine, GatewayServer, SimulatorProcess, add_deployment, make_model_version
 
 MODEL = "sim-coder"
 
@@ -107,6 +107,15 @@ def shared_pool(audit_head, fast_sims):
     """A shared deployment of MODEL with both fast engines ready."""
     version = make_model_version(MODEL)
     return add_deployment(version, tenant=None, name="shared-sim", urls=[s.url for s in fast_sims])
+
+
+@pytest.fixture
+def echo(audit_head):
+    """A shared pool of MODEL on one EchoEngine, which keeps the bodies it received."""
+    engine = EchoEngine(MODEL)
+    add_deployment(make_model_version(MODEL), tenant=None, name="echo", urls=[engine.url])
+    yield engine
+    engine.stop()
 
 
 @pytest.fixture

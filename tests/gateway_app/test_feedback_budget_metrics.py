@@ -44,9 +44,13 @@ def test_another_tenants_request_id_is_404(served, bob):
 
 def test_bad_feedback_bodies_are_400(served):
     key = served.alice.key.raw
+    rid = "0" * 32
     cases = [(b"not json", "invalid_json"), (b"[1]", "invalid_body"),
              ({"accepted": True}, "invalid_request_id"), ({"request_id": "x" * 65, "accepted": True}, "invalid_request_id"),
-             ({"request_id": "abc", "accepted": "yes"}, "invalid_accepted"), ({"request_id": "abc"}, "invalid_accepted")]
+             ({"request_id": "abc", "accepted": True}, "invalid_request_id"),
+             ({"request_id": "\x00", "accepted": True}, "invalid_request_id"),  # was a 500 on PostgreSQL
+             (b'{"request_id": "\\ud800", "accepted": true}', "invalid_json"),
+             ({"request_id": rid, "accepted": "yes"}, "invalid_accepted"), ({"request_id": rid}, "invalid_accepted")]
     for body, code in cases:
         response = feedback(served, key, body)
         assert response.status_code == 400 and response.json()["error"]["code"] == code, (body, response.text)

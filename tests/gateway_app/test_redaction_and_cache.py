@@ -13,18 +13,10 @@ from tenants.models import RedactionMode
 from tenants.services import update_tenant
 from tests.factories import SYSTEM
 from tests.gateway_app.conftest import MODEL, wait_for
-from tests.gateway_app.helpers import EchoEngine, add_deployment, make_model_version, usage_rows
+from tests.gateway_app.helpers import usage_rows
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key id
 PROMPT = f"aws_access_key_id = {AWS_KEY}\ndef upload(bucket):"
-
-
-@pytest.fixture
-def echo(audit_head):
-    engine = EchoEngine(MODEL)
-    add_deployment(make_model_version(MODEL), tenant=None, name="echo", urls=[engine.url])
-    yield engine
-    engine.stop()
 
 
 def ask(server, key: str, prompt: str = PROMPT, headers: dict | None = None, **fields):

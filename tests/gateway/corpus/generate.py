@@ -1,6 +1,7 @@
-"""Write the redaction corpus: fake but format-correct secrets, and look-alikes that are not.
+"""Write the redaction corpus: fake but format-correct secrets, look-alikes that are not, and
+request bodies with a secret planted in each field (tests/gateway/request_fields.py).
 
-Deterministic (seeded): `python tests/gateway/corpus/generate.py` rewrites the same two files.
+Deterministic (seeded): `python tests/gateway/corpus/generate.py` rewrites the same three files.
 No value here is a real credential; each is random text in a real credential's shape.
 """
 import base64
@@ -8,10 +9,12 @@ import hashlib
 import json
 import random
 import string
+import sys
 import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))  # the repository, for tests.gateway.request_fields
 ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + "234567"
 B64 = ALNUM + "+/"
@@ -178,10 +181,29 @@ def write(path, records):
     path.write_text("".join(json.dumps(rec, sort_keys=True) + "\n" for rec in records))
 
 
+def body_records(secrets):
+    """One body per field of each endpoint, the secret kinds taken in turn, one of each first."""
+    from tests.gateway.request_fields import FIELDS
+
+    by_kind = {}
+    for record in secrets:
+        by_kind.setdefault(record["kind"], []).append(record)
+    turns = [records[i % len(records)] for i in range(4) for records in by_kind.values()]
+    records = []
+    for endpoint, fields in FIELDS.items():
+        for i, (field, build) in enumerate(fields.items()):
+            secret = turns[i % len(turns)]
+            records.append({"endpoint": endpoint, "field": field, "kind": secret["kind"], "secret": secret["secret"],
+                            "body": build(secret["text"], "qwen2.5-coder-7b")})
+    return records
+
+
 def main():
     rng = random.Random(20261130)
-    write(HERE / "secrets.jsonl", secret_records(rng))
+    secrets = secret_records(rng)
+    write(HERE / "secrets.jsonl", secrets)
     write(HERE / "lookalikes.jsonl", lookalike_records(rng))
+    write(HERE / "bodies.jsonl", body_records(secrets))
 
 
 if __name__ == "__main__":
