@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from gateway.dedup import cache_key, cacheable
 from gateway.errors import GatewayError
 from gateway.feedback import parse_feedback
-from gateway.payload import estimate_prompt_tokens, max_tokens, parse_payload, prompt_sample, upstream_body, wants_usage
+from gateway.payload import max_tokens, parse_payload, prompt_sample, request_work, upstream_body, wants_usage
 from gateway.policies.keys import prefix_key
 from gateway.redaction import redact_body, redact_prefix
 from tests.gateway.payload_strategies import (FIELD_NAMES, MESSAGE_FIELDS, PART_KEYS, chat_bodies, completion_bodies,
@@ -34,13 +34,16 @@ def answer(raw: bytes, kind: str) -> dict | None:
         assert 400 <= error.status < 500, error.status
         assert is_openai_error(error.body(), error.status)
         return None
-    downstream(payload, kind, texts)
+    downstream(payload, raw, kind, texts)
     return payload
 
 
-def downstream(payload: dict, kind: str, texts: list[str]) -> None:
-    estimate_prompt_tokens(payload, kind)
-    max_tokens(payload)
+def downstream(payload: dict, raw: bytes, kind: str, texts: list[str]) -> None:
+    try:
+        request_work(payload, raw, kind)  # admission's worst case; its own 400s (n, best_of, batches)
+    except GatewayError as error:
+        assert 400 <= error.status < 500 and is_openai_error(error.body(), error.status)
+    max_tokens(payload, kind)
     wants_usage(payload)
     prefix_key(payload, "chat" if kind == "chat" else "completion")
     if cacheable(payload):
