@@ -154,6 +154,9 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # `?format=csv|jsonl` belongs to the audit export, not to DRF's renderer override.
     "URL_FORMAT_OVERRIDE": None,
+    # ASCII JSON (non-ASCII as \u escapes): an error message that quotes the input ("\ud800" is not a valid
+    # choice) must render even when the input held an unpaired surrogate, which UTF-8 cannot encode.
+    "UNICODE_JSON": False,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Switchyard control plane API",

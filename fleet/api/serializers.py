@@ -2,6 +2,7 @@
 from rest_framework import serializers
 
 from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS, Deployment, Instance, RuntimeBackend
+from controlplane.api.fields import storable_json
 
 
 class InstanceSerializer(serializers.ModelSerializer):
@@ -46,7 +47,7 @@ class DeploymentCreateSerializer(serializers.Serializer):
     pipeline_parallel_size = serializers.IntegerField(min_value=1, max_value=MAX_PARALLEL_PRODUCT, default=1)
     gpu_type = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
     region = serializers.CharField(max_length=64, required=False, allow_blank=True, default="local")
-    simulator_params = serializers.DictField(required=False, default=dict)
+    simulator_params = serializers.DictField(required=False, default=dict, validators=[storable_json])
     fallback_model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
                                                 help_text="Model the gateway uses when this one is saturated or slow.")
 

@@ -1,6 +1,7 @@
 """Registry serializers. Writable fields are listed explicitly; deep checks live in the services."""
 from rest_framework import serializers
 
+from controlplane.api.fields import storable_json
 from models_registry.models import Model, ModelFamily, ModelVersion, Quantization
 from models_registry.profiles import effective_engine_args
 
@@ -50,7 +51,8 @@ class ModelVersionUpdateSerializer(serializers.Serializer):
     checksum = serializers.CharField(max_length=200, required=False, allow_blank=True)
     quantization = serializers.ChoiceField(choices=Quantization.choices, required=False)
     dtype = serializers.CharField(max_length=16, required=False)
-    engine_args = serializers.JSONField(required=False)
+    engine_args = serializers.DictField(required=False, validators=[storable_json],
+                                        help_text="vLLM flags overriding the serving profile (allow-listed).")
 
 
 class ModelVersionCreateSerializer(ModelVersionUpdateSerializer):

@@ -16,7 +16,7 @@ class UsageQuerySerializer(serializers.Serializer):
     """`since` is rounded down and `until` up to whole periods; until defaults to now, since to one range back."""
 
     tenant = serializers.SlugField(required=False, help_text="Tenant slug; default: every tenant you may read.")
-    model_version = serializers.IntegerField(required=False, min_value=1)
+    model_version = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
     key = serializers.CharField(required=False, max_length=32, help_text="API key prefix.")
     granularity = serializers.ChoiceField(choices=Granularity.choices, default=Granularity.DAY)
     since = serializers.DateTimeField(required=False)
