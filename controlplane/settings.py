@@ -149,7 +149,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "controlplane.api.pagination.CappedPageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "controlplane.api.schema.SwitchyardAutoSchema",
     "EXCEPTION_HANDLER": "controlplane.api.exceptions.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # `?format=csv|jsonl` belongs to the audit export, not to DRF's renderer override.
@@ -167,6 +167,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Every operation's error responses refer to these two bodies (controlplane/api/schema.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "controlplane.api.schema.add_error_components"],
+    "ENUM_NAME_OVERRIDES": {"KeyStateEnum": "apikeys.api.serializers.KEY_STATES"},
 }
 
 # --- Switchyard ---

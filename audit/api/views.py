@@ -7,6 +7,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from audit.api.serializers import ChainVerdictSerializer, ExportManifestSerializer
 from audit.export import FORMATS, stream_with_manifest
 from audit.models import AuditEvent
 from audit.selectors import FILTER_NAMES, apply_filters, events_visible_to
@@ -61,7 +62,7 @@ class AuditExportView(APIView):
     """Stream the filtered trail as CSV or JSON Lines; nothing is built in memory."""
 
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=list(FORMATS))] + FILTER_PARAMETERS,
-                   responses={(200, "application/x-ndjson"): OpenApiTypes.BINARY})
+                   responses={(200, "application/x-ndjson"): OpenApiTypes.BINARY, (200, "text/csv"): OpenApiTypes.BINARY})
     def get(self, request):
         fmt, filters, events = _export_params(request)
         chunks, _ = stream_with_manifest(events, fmt, filters)
@@ -74,7 +75,7 @@ class AuditExportManifestView(APIView):
     """The signed manifest of the export with the same parameters (computed by streaming it)."""
 
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=list(FORMATS))] + FILTER_PARAMETERS,
-                   responses={200: OpenApiTypes.OBJECT})
+                   responses=ExportManifestSerializer)
     def get(self, request):
         fmt, filters, events = _export_params(request)
         chunks, builder = stream_with_manifest(events, fmt, filters)
@@ -86,7 +87,7 @@ class AuditExportManifestView(APIView):
 class AuditVerifyView(APIView):
     """Platform admins: verify the whole chain now."""
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses=ChainVerdictSerializer)
     def get(self, request):
         if not Principal.from_request(request).is_platform_admin:
             raise PermissionDenied("Only platform admins may verify the whole chain.")

@@ -1,12 +1,14 @@
 """Deployments and instances over REST."""
+from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers
 
-from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS, Deployment, Instance, RuntimeBackend
 from controlplane.api.fields import storable_json
+from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS, Deployment, Instance, RuntimeBackend
 
 
 class InstanceSerializer(serializers.ModelSerializer):
     pid = serializers.SerializerMethodField()
+    metrics = serializers.DictField(read_only=True, help_text="The engine's last scraped metrics.")
 
     class Meta:
         model = Instance
@@ -21,7 +23,9 @@ class InstanceSerializer(serializers.ModelSerializer):
 
 
 class DeploymentSerializer(serializers.ModelSerializer):
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True,
+                                          help_text="Tenant slug; null for a shared pool.")
+    simulator_params = serializers.DictField(read_only=True)
     model = serializers.CharField(source="model_version.model.name", read_only=True)
     model_version_label = serializers.CharField(source="model_version.version", read_only=True)
     instances = InstanceSerializer(many=True, read_only=True)
@@ -56,6 +60,8 @@ class DeploymentCreateSerializer(serializers.Serializer):
         return attrs
 
 
+@extend_schema_serializer(examples=[OpenApiExample(
+    "Two replicas and a warm spare", value={"min_replicas": 2, "max_replicas": 3, "warm_pool_size": 1}, request_only=True)])
 class ScaleSerializer(serializers.Serializer):
     min_replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, required=False)
     max_replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, required=False)

@@ -32,6 +32,7 @@ class ModelUpdateSerializer(serializers.Serializer):
 
 class ModelVersionSerializer(serializers.ModelSerializer):
     model = serializers.CharField(source="model.name", read_only=True)
+    engine_args = serializers.DictField(read_only=True)
     effective_engine_args = serializers.SerializerMethodField()
 
     class Meta:

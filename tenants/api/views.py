@@ -6,6 +6,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from audit.actor import Actor
+from controlplane.api.schema import BAD_REQUEST, conflict
 from controlplane.api.viewsets import PrincipalMixin, TenantChildViewSet
 from tenants import services
 from tenants.access import effective_role, visible_tenants
@@ -47,6 +48,7 @@ class TenantViewSet(PrincipalMixin, viewsets.GenericViewSet):
         tenant = services.update_tenant(tenant, **self._valid(serializer_class), actor=Actor.from_request(request))
         return Response(s.TenantSerializer(tenant).data)
 
+    @extend_schema(responses={204: None, 409: conflict("The tenant still has deployments: delete them first.")})
     def destroy(self, request, slug=None):
         tenant = self.get_object()
         self._require_platform()
@@ -106,6 +108,7 @@ class MembershipViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retrie
         membership = services.change_member_role(membership, serializer.validated_data["role"], actor=Actor.from_request(request))
         return Response(s.MembershipSerializer(membership).data)
 
+    @extend_schema(responses={204: None, 400: BAD_REQUEST})  # 400: the last owner cannot leave
     def destroy(self, request, tenant_slug=None, pk=None):
         membership = self.get_object()
         self._check_can_grant(membership.role)
