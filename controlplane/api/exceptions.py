@@ -19,6 +19,7 @@ from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
 
 from controlplane.request_context import request_id_var
 
@@ -48,6 +49,7 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is None:  # not an API error: a bug, never shown as a page or a stack trace
         logger.error("unhandled error in %s", _where(context), exc_info=(type(exc), exc, exc.__traceback__))
+        set_rollback()  # as DRF does for the errors it handles: nothing half-done is committed
         response = Response({"detail": INTERNAL, "request_id": request_id_var.get()},
                             status=status.HTTP_500_INTERNAL_SERVER_ERROR)
     elif isinstance(exc, exceptions.ValidationError):
