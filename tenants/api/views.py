@@ -48,7 +48,8 @@ class TenantViewSet(PrincipalMixin, viewsets.GenericViewSet):
         tenant = services.update_tenant(tenant, **self._valid(serializer_class), actor=Actor.from_request(request))
         return Response(s.TenantSerializer(tenant).data)
 
-    @extend_schema(responses={204: None, 409: conflict("The tenant still has deployments: delete them first.")})
+    @extend_schema(responses={204: None, 400: BAD_REQUEST,  # 400 or 409: the tenant still has deployments
+                              409: conflict("A deployment of the tenant was created while it was being deleted.")})
     def destroy(self, request, slug=None):
         tenant = self.get_object()
         self._require_platform()
