@@ -15,6 +15,12 @@ class ExportManifestSerializer(serializers.Serializer):
     final_chain_hash = serializers.CharField(allow_null=True)
     file_sha256 = serializers.CharField()
     generated_at = serializers.DateTimeField()
+    # Anchoring of manifests to one another and to the chain head (the i13-audit branch adds them).
+    manifest_seq = serializers.IntegerField(required=False)
+    previous_manifest_sha256 = serializers.CharField(required=False, allow_null=True,
+                                                     help_text="null for the first manifest ever issued.")
+    chain_head_seq = serializers.IntegerField(required=False, allow_null=True)
+    chain_head_hash = serializers.CharField(required=False, allow_null=True)
     signature = serializers.CharField(help_text="HMAC-SHA256 of the manifest's canonical JSON, signature excluded.")
 
 
