@@ -10,7 +10,6 @@ import dj_database_url
 from controlplane.env import (
     ImproperSetting, env_bool, env_choice, env_float, env_header, env_int, env_list, env_secret, env_str,
 )
-from controlplane.env import ImproperSetting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SWITCHYARD_VAR_DIR", str(BASE_DIR / "var")))
@@ -182,11 +181,14 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "controlplane.api.pagination.CappedPageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "controlplane.api.schema.SwitchyardAutoSchema",
     "EXCEPTION_HANDLER": "controlplane.api.exceptions.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # `?format=csv|jsonl` belongs to the audit export, not to DRF's renderer override.
     "URL_FORMAT_OVERRIDE": None,
+    # ASCII JSON (non-ASCII as \u escapes): an error message that quotes the input ("\ud800" is not a valid
+    # choice) must render even when the input held an unpaired surrogate, which UTF-8 cannot encode.
+    "UNICODE_JSON": False,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Switchyard control plane API",
@@ -197,6 +199,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Every operation's error responses refer to these two bodies (controlplane/api/schema.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "controlplane.api.schema.add_error_components"],
+    "ENUM_NAME_OVERRIDES": {"KeyStateEnum": "apikeys.api.serializers.KEY_STATES"},
 }
 
 # --- Switchyard ---

@@ -25,3 +25,8 @@ urlpatterns = [
     path("admin/password_change/", admin_password_change),
     path("admin/", admin.site.urls),
 ]
+
+# JSON errors for /api/ requests that never reach a DRF view; HTML pages elsewhere (controlplane.api.exceptions).
+handler400 = "controlplane.api.exceptions.bad_request"
+handler404 = "controlplane.api.exceptions.page_not_found"
+handler500 = "controlplane.api.exceptions.server_error"

@@ -37,7 +37,6 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
 
 from gateway.metering import ROW_FIELDS
 

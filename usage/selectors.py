@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import BigIntegerField, Sum
 from django.db.models.expressions import RawSQL
@@ -67,7 +68,10 @@ def usage_table(query: UsageQuery, field: str, *, with_histograms: bool = True) 
                      for name in HISTOGRAMS for index in range(histograms.BUCKETS)})
     # Run the compiled SQL on a plain cursor: Django's per-value converters cost more than the
     # aggregate itself on a month of hourly points (58 values × ~750 rows); _totals converts instead.
-    sql, params = rows.values(field).annotate(**sums).order_by().query.sql_with_params()
+    try:
+        sql, params = rows.values(field).annotate(**sums).order_by().query.sql_with_params()
+    except EmptyResultSet:  # a filter no row can match (no readable tenant, an id past bigint): the ORM
+        return {}           # would return nothing without a query, but raw SQL cannot be compiled for it
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return {_group_value(field, row[0]): _totals(row[1:], with_histograms) for row in cursor.fetchall()}

@@ -1,4 +1,5 @@
 """API key serializers. The secret appears only in the create/rotate response, never in reads."""
+from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers
 
 from apikeys.models import ApiKey
@@ -6,11 +7,18 @@ from apikeys.scopes import Scope
 from tenants.roles import Role
 
 
+# What ApiKey.state() answers.
+KEY_STATES = [("active", "Active"), ("expired", "Expired"), ("revoked", "Revoked")]
+
+
 class ApiKeySerializer(serializers.ModelSerializer):
-    state = serializers.SerializerMethodField()
-    user_id = serializers.IntegerField(source="user.pk", read_only=True, default=None)
-    username = serializers.CharField(source="user.username", read_only=True, default=None)
-    rotated_from = serializers.CharField(source="rotated_from.prefix", read_only=True, default=None)
+    state = serializers.ChoiceField(choices=KEY_STATES, read_only=True)  # ApiKey.state(), called by DRF
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=Scope.choices), read_only=True)
+    # null for a service key (no owner) and for a key that was not rotated from another.
+    user_id = serializers.IntegerField(source="user.pk", read_only=True, default=None, allow_null=True)
+    username = serializers.CharField(source="user.username", read_only=True, default=None, allow_null=True)
+    rotated_from = serializers.CharField(source="rotated_from.prefix", read_only=True, default=None, allow_null=True,
+                                         help_text="Prefix of the key this one replaced.")
 
     class Meta:
         model = ApiKey
@@ -18,10 +26,11 @@ class ApiKeySerializer(serializers.ModelSerializer):
                   "expires_at", "revoked_at", "last_used_at", "rotated_from"]
         read_only_fields = fields
 
-    def get_state(self, key) -> str:
-        return key.state()
 
-
+@extend_schema_serializer(examples=[
+    OpenApiExample("Your own inference key", value={"name": "laptop", "scopes": ["inference"]}, request_only=True),
+    OpenApiExample("A service key for CI", value={"name": "ci", "scopes": ["inference", "admin"], "role": "developer"},
+                   request_only=True)])
 class ApiKeyCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     scopes = serializers.ListField(child=serializers.ChoiceField(choices=Scope.choices), min_length=1, max_length=3)

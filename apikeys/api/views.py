@@ -51,6 +51,9 @@ class ApiKeyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveMo
             if user is not None and user.pk != self.request.user.pk:
                 raise PermissionDenied("A personal key can only be created by its owner; omit user_id for a service key.")
         else:  # self-service: an inference key of one's own, nothing more
+            if not self.request.user.pk:
+                # A service key belongs to no person: there is nobody whose "own" key it could mint.
+                raise PermissionDenied("A service key needs the manage_keys permission to create keys.")
             if set(data["scopes"]) != {Scope.INFERENCE} or data.get("user_id") not in (None, self.request.user.pk):
                 raise PermissionDenied("Your role may only create inference keys for yourself.")
             user, role = self.request.user, Role.DEVELOPER

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit.actor import Actor
+from audit.api.serializers import ExportManifestSerializer, VerdictSerializer, VerifySinceManifestSerializer
 from audit.export import FORMATS, stream_with_manifest
 from audit.models import AuditEvent
 from audit.selectors import FILTER_NAMES, apply_filters, events_visible_to
@@ -65,7 +66,7 @@ class AuditExportView(APIView):
     """Stream the filtered trail as CSV or JSON Lines; nothing is built in memory."""
 
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=list(FORMATS))] + FILTER_PARAMETERS,
-                   responses={(200, "application/x-ndjson"): OpenApiTypes.BINARY})
+                   responses={(200, "application/x-ndjson"): OpenApiTypes.BINARY, (200, "text/csv"): OpenApiTypes.BINARY})
     def get(self, request):
         fmt, filters, events = _export_params(request)
         chunks, _ = stream_with_manifest(events, fmt, filters)
@@ -81,28 +82,13 @@ class AuditExportManifestView(APIView):
     """
 
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=list(FORMATS))] + FILTER_PARAMETERS,
-                   responses={200: OpenApiTypes.OBJECT})
+                   responses=ExportManifestSerializer)
     def get(self, request):
         fmt, filters, events = _export_params(request)
         chunks, builder = stream_with_manifest(events, fmt, filters)
         for _ in chunks:
             pass
         return Response(issue_manifest(builder, actor=Actor.from_request(request)))
-
-
-class VerdictSerializer(serializers.Serializer):
-    ok = serializers.BooleanField()
-    checked = serializers.IntegerField(help_text="Rows re-hashed in order.")
-    first_bad_seq = serializers.IntegerField(allow_null=True, help_text="The first row that does not hold.")
-    reason = serializers.CharField(allow_blank=True)
-    head_seq = serializers.IntegerField(allow_null=True, help_text="The newest row of an intact chain.")
-    anchors_checked = serializers.IntegerField(
-        help_text="Rows vouched for outside the database (manifest, witness file) that the chain still holds.")
-
-
-class VerifySinceManifestSerializer(serializers.Serializer):
-    since_manifest = serializers.DictField(help_text="A signed manifest issued earlier (as /audit/export/manifest "
-                                                     "returned it): the chain must not be behind it or diverge.")
 
 
 def _verdict_response(verdict) -> Response:

@@ -1,6 +1,8 @@
 """Deployments and instances over REST."""
+from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers
 
+from controlplane.api.fields import storable_json
 from controlplane.api.restricted import RestrictedFieldsMixin
 from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS, Deployment, Instance, RuntimeBackend
 
@@ -9,6 +11,7 @@ class InstanceSerializer(RestrictedFieldsMixin, serializers.ModelSerializer):
     # Engine internals (log tail, endpoint, pid, failure details) are null without VIEW_FLEET_INTERNALS.
     field_rule = "instance"
     pid = serializers.SerializerMethodField()
+    metrics = serializers.DictField(read_only=True, help_text="The engine's last scraped metrics.")
 
     class Meta:
         model = Instance
@@ -26,7 +29,9 @@ class InstanceSerializer(RestrictedFieldsMixin, serializers.ModelSerializer):
 
 
 class DeploymentSerializer(serializers.ModelSerializer):
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True,
+                                          help_text="Tenant slug; null for a shared pool.")
+    simulator_params = serializers.DictField(read_only=True)
     model = serializers.CharField(source="model_version.model.name", read_only=True)
     model_version_label = serializers.CharField(source="model_version.version", read_only=True)
     instances = InstanceSerializer(many=True, read_only=True)
@@ -52,7 +57,7 @@ class DeploymentCreateSerializer(serializers.Serializer):
     pipeline_parallel_size = serializers.IntegerField(min_value=1, max_value=MAX_PARALLEL_PRODUCT, default=1)
     gpu_type = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
     region = serializers.CharField(max_length=64, required=False, allow_blank=True, default="local")
-    simulator_params = serializers.DictField(required=False, default=dict)
+    simulator_params = serializers.DictField(required=False, default=dict, validators=[storable_json])
     fallback_model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
                                                 help_text="Model the gateway uses when this one is saturated or slow.")
 
@@ -61,6 +66,8 @@ class DeploymentCreateSerializer(serializers.Serializer):
         return attrs
 
 
+@extend_schema_serializer(examples=[OpenApiExample(
+    "Two replicas and a warm spare", value={"min_replicas": 2, "max_replicas": 3, "warm_pool_size": 1}, request_only=True)])
 class ScaleSerializer(serializers.Serializer):
     min_replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, required=False)
     max_replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, required=False)

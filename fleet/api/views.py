@@ -12,6 +12,7 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 
 from audit.actor import Actor
+from controlplane.api.schema import conflict
 from controlplane.api.viewsets import TenantScopedViewSet
 from fleet import services
 from fleet.api import serializers as s
@@ -22,6 +23,7 @@ from tenants.access import visible_tenants
 from tenants.roles import Resource
 
 INSTANCE_ACTION = r"instances/(?P<instance_id>[0-9]+)"
+INVALID_TRANSITION = conflict("The instance cannot be drained or restarted in its current state.")
 
 
 class DeploymentViewSet(TenantScopedViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
@@ -57,12 +59,12 @@ class DeploymentViewSet(TenantScopedViewSet, mixins.ListModelMixin, mixins.Retri
         deployment = services.delete_deployment(self._writable(), actor=self._actor())
         return Response(self._out(deployment), status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(request=None, responses={202: s.InstanceSerializer})
+    @extend_schema(request=None, responses={202: s.InstanceSerializer, 409: INVALID_TRANSITION})
     @action(detail=True, methods=["post"], url_path=INSTANCE_ACTION + "/drain")
     def drain(self, request, pk=None, instance_id=None):
         return self._instance_action(services.drain_instance, instance_id)
 
-    @extend_schema(request=None, responses={202: s.InstanceSerializer})
+    @extend_schema(request=None, responses={202: s.InstanceSerializer, 409: INVALID_TRANSITION})
     @action(detail=True, methods=["post"], url_path=INSTANCE_ACTION + "/restart")
     def restart(self, request, pk=None, instance_id=None):
         return self._instance_action(services.restart_instance, instance_id)

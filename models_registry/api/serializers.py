@@ -1,6 +1,7 @@
 """Registry serializers. Writable fields are listed explicitly; deep checks live in the services."""
 from rest_framework import serializers
 
+from controlplane.api.fields import storable_json
 from controlplane.api.restricted import RestrictedFieldsMixin
 from models_registry.models import Model, ModelFamily, ModelVersion, Quantization
 from models_registry.profiles import effective_engine_args
@@ -34,6 +35,7 @@ class ModelVersionSerializer(RestrictedFieldsMixin, serializers.ModelSerializer)
     # Where the weights live and how the engine is started: null without VIEW_REGISTRY_INTERNALS anywhere.
     field_rule = "model_version"
     model = serializers.CharField(source="model.name", read_only=True)
+    engine_args = serializers.DictField(read_only=True)
     effective_engine_args = serializers.SerializerMethodField()
 
     class Meta:
@@ -53,7 +55,8 @@ class ModelVersionUpdateSerializer(serializers.Serializer):
     checksum = serializers.CharField(max_length=200, required=False, allow_blank=True)
     quantization = serializers.ChoiceField(choices=Quantization.choices, required=False)
     dtype = serializers.CharField(max_length=16, required=False)
-    engine_args = serializers.JSONField(required=False)
+    engine_args = serializers.DictField(required=False, validators=[storable_json],
+                                        help_text="vLLM flags overriding the serving profile (allow-listed).")
 
 
 class ModelVersionCreateSerializer(ModelVersionUpdateSerializer):

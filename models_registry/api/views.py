@@ -7,6 +7,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from audit.actor import Actor
+from controlplane.api.schema import BAD_REQUEST
 from controlplane.api.viewsets import ReadRuleMixin
 from models_registry import services
 from models_registry.api import serializers as s
@@ -82,17 +83,17 @@ class ModelVersionViewSet(RegistryViewSet, mixins.ListModelMixin, mixins.Retriev
         version = services.update_draft_version(self.get_object(), **fields, actor=self.actor)
         return Response(self.get_serializer(version).data)
 
-    @extend_schema(request=None, responses=s.ModelVersionSerializer)
+    @extend_schema(request=None, responses={200: s.ModelVersionSerializer, 400: BAD_REQUEST})  # 400: wrong status
     @action(detail=True, methods=["post"])
     def publish(self, request, model_pk=None, pk=None):
         return self._lifecycle(services.publish_version)
 
-    @extend_schema(request=None, responses=s.ModelVersionSerializer)
+    @extend_schema(request=None, responses={200: s.ModelVersionSerializer, 400: BAD_REQUEST})  # 400: wrong status
     @action(detail=True, methods=["post"])
     def deprecate(self, request, model_pk=None, pk=None):
         return self._lifecycle(services.deprecate_version)
 
-    @extend_schema(request=None, responses=s.ModelVersionSerializer)
+    @extend_schema(request=None, responses={200: s.ModelVersionSerializer, 400: BAD_REQUEST})  # 400: wrong status
     @action(detail=True, methods=["post"])
     def retire(self, request, model_pk=None, pk=None):
         return self._lifecycle(services.retire_version)

@@ -1,7 +1,10 @@
 """Quota policy serializers: every limit validated with the field named in the error."""
+from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers
 
-from quotas.models import LIMIT_BOUNDS, MAX_ALLOWED_MODELS, MAX_MONTHLY_BUDGET_USD, MODEL_NAME_PATTERN, QuotaPolicy
+from quotas.models import (
+    LIMIT_BOUNDS, MAX_ALLOWED_MODELS, MAX_MONTHLY_BUDGET_USD, MODEL_NAME_PATTERN, QuotaPolicy, QuotaSubject,
+)
 
 
 def _limit(name: str):
@@ -9,10 +12,10 @@ def _limit(name: str):
 
 
 class QuotaPolicySerializer(serializers.ModelSerializer):
-    subject = serializers.CharField(read_only=True)
+    subject = serializers.ChoiceField(choices=QuotaSubject.choices, read_only=True)
     # Ids are bounded to the database's range: a larger number would overflow the query, not fail validation.
     api_key_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=2**63 - 1)
-    api_key_prefix = serializers.CharField(source="api_key.prefix", read_only=True, default=None)
+    api_key_prefix = serializers.CharField(source="api_key.prefix", read_only=True, default=None, allow_null=True)
     user_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=2**63 - 1)
     requests_per_minute = _limit("requests_per_minute")
     tokens_per_minute = _limit("tokens_per_minute")
@@ -32,8 +35,13 @@ class QuotaPolicySerializer(serializers.ModelSerializer):
         read_only_fields = ["id", "subject", "api_key_prefix", "created_at", "updated_at"]
 
 
+@extend_schema_serializer(examples=[OpenApiExample(
+    "Raise the rate, lift the token cap", value={"requests_per_minute": 600, "tokens_per_minute": None},
+    request_only=True)])
 class QuotaPolicyUpdateSerializer(QuotaPolicySerializer):
     """The subject (key / user) of a policy is fixed once created."""
 
-    class Meta(QuotaPolicySerializer.Meta):
-        read_only_fields = QuotaPolicySerializer.Meta.read_only_fields + ["api_key_id", "user_id"]
+    # Declared again, read-only: Meta.read_only_fields does not apply to fields declared on the class, so
+    # these were documented (and accepted, then ignored) as writable.
+    api_key_id = serializers.IntegerField(read_only=True, allow_null=True)
+    user_id = serializers.IntegerField(read_only=True, allow_null=True)

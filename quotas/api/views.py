@@ -7,6 +7,7 @@ from rest_framework.response import Response
 
 from apikeys.models import ApiKey
 from audit.actor import Actor
+from controlplane.api.schema import BAD_REQUEST
 from controlplane.api.viewsets import TenantChildViewSet
 from quotas import services
 from quotas.api.serializers import QuotaPolicySerializer, QuotaPolicyUpdateSerializer
@@ -50,6 +51,7 @@ class QuotaPolicyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retri
         policy = services.update_quota_policy(policy, actor=Actor.from_request(request), **limits)
         return Response(QuotaPolicySerializer(policy).data)
 
+    @extend_schema(responses={204: None, 400: BAD_REQUEST})  # 400: the tenant-wide policy cannot be deleted
     def destroy(self, request, tenant_slug=None, pk=None):
         services.delete_quota_policy(self.get_object(), actor=Actor.from_request(request))
         return Response(status=status.HTTP_204_NO_CONTENT)

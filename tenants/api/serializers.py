@@ -1,5 +1,6 @@
 """Tenant and member serializers. Writable fields are listed explicitly: nothing else can be set."""
 from django.contrib.auth import get_user_model
+from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers
 
 from tenants.models import Invitation, Isolation, Membership, RedactionMode, Tenant, slug_validator
@@ -13,6 +14,8 @@ class TenantSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+@extend_schema_serializer(examples=[OpenApiExample(
+    "A shared-pool tenant", value={"slug": "acme", "name": "Acme", "region": "eu-west"}, request_only=True)])
 class TenantCreateSerializer(serializers.Serializer):
     """Platform admins only."""
 
@@ -50,6 +53,8 @@ class MembershipSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+@extend_schema_serializer(examples=[OpenApiExample(
+    "Invite a viewer", value={"email": "new.member@example.test", "role": "viewer"}, request_only=True)])
 class MembershipCreateSerializer(serializers.Serializer):
     """An invitation: the same answer whether or not an account has the address (docs/roles.md)."""
 

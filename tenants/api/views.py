@@ -6,6 +6,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from audit.actor import Actor
+from controlplane.api.schema import BAD_REQUEST, conflict
 from controlplane.api.viewsets import PrincipalMixin, TenantChildViewSet
 from tenants import services
 from tenants.access import effective_role, tenant_scope
@@ -48,6 +49,8 @@ class TenantViewSet(PrincipalMixin, viewsets.GenericViewSet):
         tenant = services.update_tenant(tenant, **self._valid(serializer_class), actor=Actor.from_request(request))
         return Response(s.TenantSerializer(tenant).data)
 
+    @extend_schema(responses={204: None, 400: BAD_REQUEST,  # 400 or 409: the tenant still has deployments
+                              409: conflict("A deployment of the tenant was created while it was being deleted.")})
     def destroy(self, request, slug=None):
         tenant = self.get_object()
         self._require_platform()
@@ -104,6 +107,7 @@ class MembershipViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retrie
         membership = services.change_member_role(membership, serializer.validated_data["role"], actor=Actor.from_request(request))
         return Response(s.MembershipSerializer(membership).data)
 
+    @extend_schema(responses={204: None, 400: BAD_REQUEST})  # 400: the last owner cannot leave
     def destroy(self, request, tenant_slug=None, pk=None):
         membership = self.get_object()
         self._check_can_grant(membership.role)

@@ -4,8 +4,10 @@ from datetime import timedelta
 from django.utils import timezone
 from rest_framework import serializers
 
+from usage.histograms import SUMMARY_QUANTILES
 from usage.models import GpuPrice, Granularity, PriceUnit
 from usage.periods import DAY, HOUR, floor_day, floor_hour
+from usage.rollups import COUNTERS
 from usage.selectors import BREAKDOWNS, COST_BREAKDOWNS
 
 MAX_RANGE = {Granularity.HOUR: timedelta(days=31), Granularity.DAY: timedelta(days=400)}
@@ -16,7 +18,7 @@ class UsageQuerySerializer(serializers.Serializer):
     """`since` is rounded down and `until` up to whole periods; until defaults to now, since to one range back."""
 
     tenant = serializers.SlugField(required=False, help_text="Tenant slug; default: every tenant you may read.")
-    model_version = serializers.IntegerField(required=False, min_value=1)
+    model_version = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
     key = serializers.CharField(required=False, max_length=32, help_text="API key prefix.")
     granularity = serializers.ChoiceField(choices=Granularity.choices, default=Granularity.DAY)
     since = serializers.DateTimeField(required=False)
@@ -64,3 +66,101 @@ class GpuPriceWriteSerializer(serializers.Serializer):
     unit = serializers.ChoiceField(choices=PriceUnit.choices, default=PriceUnit.GPU)
     effective_from = serializers.DateTimeField(required=False, help_text="Default: now. Earlier hours keep their price.")
     note = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
+
+
+# --- Response bodies, for the OpenAPI schema (the views build plain dicts; these describe them). ---
+
+def _figures(fields: dict) -> type:
+    return type("Figures", (serializers.Serializer,), fields)
+
+
+def _totals_fields() -> dict:
+    """usage.selectors.describe: counters, then ratios and percentiles that are null when nothing was counted."""
+    fields = {name: serializers.IntegerField() for name in COUNTERS}
+    fields["errors"] = serializers.IntegerField()
+    for name in ("error_rate", "acceptance_ratio", "latency_avg_ms", "ttft_avg_ms"):
+        fields[name] = serializers.FloatField(allow_null=True)
+    fields["engine_work"] = serializers.FloatField()
+    for prefix in ("ttft", "latency"):
+        for quantile in SUMMARY_QUANTILES:
+            fields[f"{prefix}_p{int(quantile * 100)}_ms"] = serializers.FloatField(allow_null=True)
+    return fields
+
+
+class TenantLabelSerializer(serializers.Serializer):
+    id = serializers.IntegerField(allow_null=True, help_text="null: usage not allocated to a tenant.")
+    slug = serializers.CharField(allow_null=True)
+
+
+class ModelVersionLabelSerializer(serializers.Serializer):
+    id = serializers.IntegerField(allow_null=True)
+    name = serializers.CharField(allow_null=True, help_text="model@version; null once the version is gone.")
+
+
+def _label_fields(names) -> dict:
+    """The one grouping column a row carries, named after `by`."""
+    kinds = {"tenant": TenantLabelSerializer(required=False), "model_version": ModelVersionLabelSerializer(required=False),
+             "quantization": serializers.CharField(required=False, allow_null=True),
+             "key": serializers.CharField(required=False, allow_null=True, help_text="API key prefix."),
+             "day": serializers.DateField(required=False, allow_null=True)}
+    return {name: kinds[name] for name in names}
+
+
+class _Envelope(serializers.Serializer):
+    granularity = serializers.ChoiceField(choices=Granularity.choices)
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+
+
+class UsagePointSerializer(_figures({"period_start": serializers.DateTimeField(), **_totals_fields()})):
+    pass
+
+
+class UsageSeriesSerializer(_Envelope):
+    points = UsagePointSerializer(many=True)
+
+
+class UsageRowSerializer(_figures({**_label_fields(BREAKDOWNS), **_totals_fields()})):
+    pass
+
+
+class UsageBreakdownSerializer(_Envelope):
+    by = serializers.ChoiceField(choices=list(BREAKDOWNS))
+    rows = UsageRowSerializer(many=True)
+
+
+def _money(**kwargs):
+    return serializers.DecimalField(max_digits=30, decimal_places=6, coerce_to_string=True, **kwargs)
+
+
+class CostRowSerializer(_figures({
+        **_label_fields(COST_BREAKDOWNS), "completions": serializers.IntegerField(), "tokens": serializers.IntegerField(),
+        "gpu_hours": _money(), "usage_cost_usd": _money(), "idle_cost_usd": _money(), "total_cost_usd": _money(),
+        **{name: _money(allow_null=True) for name in (
+            "cost_per_completion_usd", "total_cost_per_completion_usd", "cost_per_1k_tokens_usd",
+            "total_cost_per_1k_tokens_usd", "cost_per_accepted_completion_usd")},
+        "feedback_accepted": serializers.IntegerField(), "acceptance_ratio": serializers.FloatField(allow_null=True)})):
+    pass
+
+
+class UsageCostSerializer(_Envelope):
+    by = serializers.ChoiceField(choices=list(COST_BREAKDOWNS))
+    rows = CostRowSerializer(many=True)
+
+
+class BudgetRowSerializer(serializers.Serializer):
+    tenant = serializers.SlugField()
+    over_budget = serializers.BooleanField()
+    reason = serializers.CharField(allow_null=True)
+    since = serializers.DateTimeField(allow_null=True)
+    checked_at = serializers.DateTimeField(allow_null=True)
+    tokens_month_to_date = serializers.IntegerField()
+    cost_month_to_date_usd = _money()
+
+
+class BudgetStatesSerializer(serializers.Serializer):
+    rows = BudgetRowSerializer(many=True)
+
+
+class BudgetQuerySerializer(serializers.Serializer):
+    tenant = serializers.SlugField(required=False, help_text="Tenant slug; default: every tenant you may read.")

@@ -5,7 +5,7 @@ import io
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
@@ -16,7 +16,8 @@ from controlplane.api.viewsets import CrossTenantReadMixin, ReadRuleMixin
 from tenants.roles import Resource
 from usage import selectors, services
 from usage.api.serializers import (
-    BreakdownQuerySerializer, CostQuerySerializer, GpuPriceSerializer, GpuPriceWriteSerializer, UsageQuerySerializer,
+    BreakdownQuerySerializer, BudgetQuerySerializer, BudgetStatesSerializer, CostQuerySerializer, GpuPriceSerializer,
+    GpuPriceWriteSerializer, UsageBreakdownSerializer, UsageCostSerializer, UsageQuerySerializer, UsageSeriesSerializer,
 )
 from usage.models import BudgetState, GpuPrice
 
@@ -40,7 +41,7 @@ class UsageReadView(CrossTenantReadMixin, APIView):
 
 
 class UsageSeriesView(UsageReadView):
-    @extend_schema(parameters=[UsageQuerySerializer], responses=OpenApiTypes.OBJECT)
+    @extend_schema(parameters=[UsageQuerySerializer], responses=UsageSeriesSerializer)
     def get(self, request):
         """Requests, errors, tokens, latency percentiles and feedback per hour or day."""
         _, query = self.parsed(request)
@@ -50,7 +51,8 @@ class UsageSeriesView(UsageReadView):
 class UsageBreakdownView(UsageReadView):
     query_serializer = BreakdownQuerySerializer
 
-    @extend_schema(parameters=[BreakdownQuerySerializer], responses=OpenApiTypes.OBJECT)
+    @extend_schema(parameters=[BreakdownQuerySerializer],
+                   responses={(200, "application/json"): UsageBreakdownSerializer, (200, "text/csv"): OpenApiTypes.STR})
     def get(self, request):
         """Totals by tenant, model version, quantization, key prefix or day; `?format=csv` downloads them."""
         data, query = self.parsed(request)
@@ -63,7 +65,8 @@ class UsageBreakdownView(UsageReadView):
 class UsageCostView(UsageReadView):
     query_serializer = CostQuerySerializer
 
-    @extend_schema(parameters=[CostQuerySerializer], responses=OpenApiTypes.OBJECT)
+    @extend_schema(parameters=[CostQuerySerializer],
+                   responses={(200, "application/json"): UsageCostSerializer, (200, "text/csv"): OpenApiTypes.STR})
     def get(self, request):
         """Cost by tenant, model version, quantization or day: usage and idle apart, per-unit costs, acceptance."""
         data, query = self.parsed(request)
@@ -74,7 +77,7 @@ class UsageCostView(UsageReadView):
 
 
 class BudgetStateView(UsageReadView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(parameters=[BudgetQuerySerializer], responses=BudgetStatesSerializer)
     def get(self, request):
         """Month-to-date tokens and cost of each tenant, and whether it is over budget."""
         tenant_ids = self.scoped_tenant_ids(request.query_params.get("tenant"))
@@ -90,6 +93,8 @@ def budget_row(state: BudgetState) -> dict:
             "cost_month_to_date_usd": str(state.cost_month_to_date_usd)}
 
 
+@extend_schema_view(list=extend_schema(parameters=[
+    OpenApiParameter("history", bool, description="Every price ever set, not only the current one per GPU type.")]))
 class GpuPriceViewSet(ReadRuleMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     """GPU hourly prices: whoever may read usage somewhere reads them; platform admins set new ones (history kept)."""
 
