@@ -5,7 +5,8 @@ of one deployment queue behind each other and never plan the same instance twice
   1. plan — create `pending` rows up to the target, drain the extras; committed before anything
      is launched, so the orphan sweep can always tell a fresh engine from an orphan;
   2. launch — start every due `pending` instance (the backend adopts an engine a crashed worker
-     had already launched for it) and record it as `starting`.
+     had already launched for it) and record it as `starting`; one the host has no room for
+     stays `pending` with the reason, and so do the rest of the deployment's.
 Health checks move `starting` to `ready`; `fleet.drain` and `fleet.replace_failed` stop processes.
 """
 import logging
@@ -18,8 +19,10 @@ from audit.services import record_event
 from fleet import backoff
 from fleet.models import Deployment, DeploymentStatus, Instance
 from fleet.runtime import BACKENDS, get_backend
+from fleet.runtime.base import NoCapacity
+from fleet.runtime.capacity import WAITING_FOR_CAPACITY
 from fleet.states import LIVE_STATES, RUNNING_STATES, TERMINAL_STATES, InstanceState
-from fleet.transitions import FLEET, fail_instance, try_transition
+from fleet.transitions import FLEET, fail_instance, record_pending_reason, try_transition
 from fleet.views import deployment_view
 
 logger = logging.getLogger(__name__)
@@ -93,21 +96,37 @@ def _launch(deployment_id: int) -> int:
     if deployment is None or deployment.status == DeploymentStatus.DELETING:
         return 0
     now = timezone.now()
-    due = [i for i in deployment.instances.filter(state=S.PENDING).order_by("pk")
-           if i.next_start_after is None or i.next_start_after <= now]
+    pending = list(deployment.instances.filter(state=S.PENDING).order_by("pk"))
+    due = [i for i in pending if i.next_start_after is None or i.next_start_after <= now]
+    for instance in pending:
+        if instance not in due:
+            record_pending_reason([instance.pk], f"restart back-off: starts after {instance.next_start_after:%H:%M:%S} UTC")
     backend = get_backend(deployment.runtime_backend)
-    return sum(_launch_one(backend, instance) for instance in due)
+    launched = 0
+    for position, instance in enumerate(due):
+        try:
+            launched += _launch_one(backend, instance)
+        except NoCapacity as exc:  # the rest need as much again: they wait with the same reason
+            record_pending_reason([i.pk for i in due[position:]], str(exc))
+            break
+    return launched
 
 
 def _launch_one(backend, instance: Instance) -> bool:
+    # Drained or stopped since it was listed (the API's drain does not take the deployment lock):
+    # starting it now would leave an engine no row accounts for.
+    if not Instance.objects.select_for_update().filter(pk=instance.pk, state=S.PENDING).exists():
+        return False
     try:
         launched = backend.start(instance)
+    except NoCapacity:
+        raise
     except Exception as exc:  # a bad spec or missing engine must fail the instance, not the worker
         logger.exception("could not start %s", instance)
         fail_instance(instance.pk, f"start failed: {exc}")
         return False
     try_transition(instance.pk, S.STARTING, endpoint_url=launched.endpoint_url, port=launched.port,
-                   runtime_handle=launched.handle)
+                   runtime_handle=launched.handle, pending_reason="")
     return True
 
 
@@ -167,6 +186,17 @@ def _accounted_instances(ids: set[int]) -> set[int]:
     keep = set(RUNNING_STATES) | {S.PENDING}
     rows = Instance.objects.filter(pk__in=ids).values_list("pk", "state", "released_at")
     return {pk for pk, state, released in rows if state in keep or (state == S.FAILED and released is None)}
+
+
+def wake_capacity_waiters() -> list[int]:
+    """Reconcile every deployment with an instance waiting for host room: an engine just stopped."""
+    from fleet.tasks import reconcile
+
+    ids = sorted(set(Instance.objects.filter(state=S.PENDING, pending_reason__startswith=WAITING_FOR_CAPACITY)
+                     .values_list("deployment_id", flat=True)))
+    for deployment_id in ids:
+        reconcile.delay(deployment_id)
+    return ids
 
 
 def reconcile_all() -> list[int]:
