@@ -278,7 +278,9 @@ SWITCHYARD_HOST_LOCK_FILE = env_str("SWITCHYARD_HOST_LOCK_FILE",
 SWITCHYARD_ENGINE_BASE_MEMORY_MB = env_int("SWITCHYARD_ENGINE_BASE_MEMORY_MB", 2048, minimum=0)
 SWITCHYARD_ENGINE_CPU_KVCACHE_GIB = env_int("SWITCHYARD_ENGINE_CPU_KVCACHE_GIB", 1, minimum=1, maximum=1024)
 SWITCHYARD_ENGINE_CPUS = env_int("SWITCHYARD_ENGINE_CPUS", 1, minimum=0)
+# A simulator sleeps rather than computes: it claims no core unless a load test says otherwise.
 SWITCHYARD_SIMULATOR_MEMORY_MB = env_int("SWITCHYARD_SIMULATOR_MEMORY_MB", 64, minimum=1)
+SWITCHYARD_SIMULATOR_CPUS = env_int("SWITCHYARD_SIMULATOR_CPUS", 0, minimum=0)
 
 # --- Gateway (docs/gateway.md): the /v1 process, `python -m gateway`. ---
 SWITCHYARD_GATEWAY_REDIS_URL = env_str("SWITCHYARD_GATEWAY_REDIS_URL", REDIS_URL or "redis://127.0.0.1:6379/0")

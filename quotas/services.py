@@ -7,10 +7,10 @@ from django.db import transaction
 
 from audit.actor import Actor
 from audit.services import record_event
-from quotas.models import MAX_ALLOWED_MODELS, QuotaPolicy, model_name_validator
+from quotas.models import CAPACITY_FIELDS, MAX_ALLOWED_MODELS, QuotaPolicy, model_name_validator
 
 LIMIT_FIELDS = ("requests_per_minute", "tokens_per_minute", "max_concurrent_requests",
-                "monthly_token_budget", "monthly_budget_usd", "allowed_models")
+                "monthly_token_budget", "monthly_budget_usd", "allowed_models", *CAPACITY_FIELDS)
 
 
 def create_quota_policy(*, tenant, api_key=None, user=None, actor: Actor, **limits) -> QuotaPolicy:
@@ -77,6 +77,10 @@ def _check_subject(tenant, api_key, user) -> None:
 
 
 def _validate(policy: QuotaPolicy) -> None:
+    if policy.subject != "tenant":
+        for name in CAPACITY_FIELDS:
+            if getattr(policy, name) is not None:
+                raise ValidationError({name: "Capacity quotas apply to the whole tenant, not to one key or user."})
     policy.allowed_models = _clean_models(policy.allowed_models)
     policy.full_clean(exclude=["tenant", "api_key", "user"], validate_unique=False, validate_constraints=False)
 
@@ -94,6 +98,29 @@ def _clean_models(names):
         except ValidationError:
             raise ValidationError({"allowed_models": f"Not a valid model name: {name[:200]!r}."}) from None
     return sorted(set(names))
+
+
+@dataclass(frozen=True)
+class CapacityQuota:
+    """How many instances and GPUs a tenant's deployments may hold together, and where each limit comes from."""
+
+    max_instances: int
+    instances_source: str
+    max_gpus: int
+    gpus_source: str
+
+
+def capacity_quota(tenant) -> CapacityQuota:
+    """The tenant policy's capacity quota, or the platform defaults where it sets none."""
+    policy = QuotaPolicy.objects.filter(tenant=tenant, api_key__isnull=True, user__isnull=True).first()
+    instances, gpus = getattr(policy, "max_instances", None), getattr(policy, "max_gpus", None)
+    return CapacityQuota(
+        max_instances=settings.SWITCHYARD_FLEET_MAX_INSTANCES_PER_TENANT if instances is None else instances,
+        instances_source="the platform limit SWITCHYARD_FLEET_MAX_INSTANCES_PER_TENANT" if instances is None
+        else "its quota policy's max_instances",
+        max_gpus=settings.SWITCHYARD_FLEET_MAX_GPUS_PER_TENANT if gpus is None else gpus,
+        gpus_source="the platform limit SWITCHYARD_FLEET_MAX_GPUS_PER_TENANT" if gpus is None
+        else "its quota policy's max_gpus")
 
 
 @dataclass(frozen=True)

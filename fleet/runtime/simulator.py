@@ -30,5 +30,6 @@ class SimulatorBackend(ProcessBackend):
                 *simulator_flags(deployment.simulator_params or {})]
 
     def estimate(self, instance) -> Need:
-        """A small Python process (about 30 MB resident); it sleeps rather than computes, so it claims no core."""
-        return Need(memory_bytes=settings.SWITCHYARD_SIMULATOR_MEMORY_MB * MIB, cpus=0.0, gpus=0)
+        """A small Python process (about 30 MB resident)."""
+        return Need(memory_bytes=settings.SWITCHYARD_SIMULATOR_MEMORY_MB * MIB,
+                    cpus=float(settings.SWITCHYARD_SIMULATOR_CPUS), gpus=0)
