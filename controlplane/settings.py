@@ -203,6 +203,9 @@ else:
         "data_folder_out": str(_broker_dir / "queue"),
         "data_folder_processed": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),  # kombu's default is ./control in the working directory
+        # The worker polls the folder; at kombu's 1 s a task waits up to a second and a warm shutdown
+        # takes several (each loop notices the stop only on its next poll).
+        "polling_interval": 0.1,
     }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Processes sharing a database are one install. Two installs may share a broker (one Redis, or a

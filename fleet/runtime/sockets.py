@@ -60,3 +60,19 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         except OSError:
             return True
     return bool(listening_inodes(port))
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids of the live processes in process group `pgid` (a server and the workers it forked)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2:].split()  # state, ppid, pgrp, …
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
