@@ -203,8 +203,7 @@ else:
         "data_folder_out": str(_broker_dir / "queue"),
         "data_folder_processed": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),  # kombu's default is ./control in the working directory
-        # The worker polls the folder; at kombu's 1 s a task waits up to a second and a warm shutdown
-        # takes several (each loop notices the stop only on its next poll).
+        # The worker polls the folder: at kombu's default (1 s) every task waited up to a second.
         "polling_interval": 0.1,
     }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
