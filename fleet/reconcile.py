@@ -53,7 +53,9 @@ def _plan(deployment_id: int) -> dict | None:
     deployment = _lock(deployment_id)
     if deployment is None:
         return None
-    live = list(deployment.instances.filter(state__in=LIVE_STATES))
+    # Locked in pk order before any audit write: a transaction that holds the audit chain head and
+    # then waits for an instance row deadlocks with a health check holding that row.
+    live = list(deployment.instances.select_for_update(of=("self",)).filter(state__in=LIVE_STATES).order_by("pk"))
     missing = deployment.target_replicas - len(live)
     if missing > 0:
         # A failed engine still being reaped keeps its slot: its replacement waits for the clean-up,
@@ -90,35 +92,49 @@ def _scale_down(instance: Instance) -> None:
     drain_instance(instance, actor=FLEET)
 
 
-@transaction.atomic
 def _launch(deployment_id: int) -> int:
-    deployment = _lock(deployment_id)
-    if deployment is None or deployment.status == DeploymentStatus.DELETING:
-        return 0
-    now = timezone.now()
-    pending = list(deployment.instances.filter(state=S.PENDING).order_by("pk"))
-    due = [i for i in pending if i.next_start_after is None or i.next_start_after <= now]
-    for instance in pending:
-        if instance not in due:
-            record_pending_reason([instance.pk], f"restart back-off: starts after {instance.next_start_after:%H:%M:%S} UTC")
-    backend = get_backend(deployment.runtime_backend)
+    """Start the due pending instances, each in its own transaction; stop at the first the host has no room for."""
+    due = _due_instances(deployment_id)
     launched = 0
-    for position, instance in enumerate(due):
+    for position, instance_id in enumerate(due):
         try:
-            launched += _launch_one(backend, instance)
+            launched += _launch_one(deployment_id, instance_id)
         except NoCapacity as exc:  # the rest need as much again: they wait with the same reason
-            record_pending_reason([i.pk for i in due[position:]], str(exc))
+            record_pending_reason(due[position:], str(exc))
             break
     return launched
 
 
-def _launch_one(backend, instance: Instance) -> bool:
-    # Drained or stopped since it was listed (the API's drain does not take the deployment lock):
+@transaction.atomic
+def _due_instances(deployment_id: int) -> list[int]:
+    deployment = _lock(deployment_id)
+    if deployment is None or deployment.status == DeploymentStatus.DELETING:
+        return []
+    now = timezone.now()
+    due = []
+    for instance in deployment.instances.filter(state=S.PENDING).order_by("pk"):
+        if instance.next_start_after is None or instance.next_start_after <= now:
+            due.append(instance.pk)
+        else:
+            record_pending_reason([instance.pk], f"restart back-off: starts after {instance.next_start_after:%H:%M:%S} UTC")
+    return due
+
+
+@transaction.atomic
+def _launch_one(deployment_id: int, instance_id: int) -> bool:
+    # Under the deployment lock, so a scale-down or delete never plans around a launch half done; one
+    # instance per transaction, so the audit chain head is never held across several launches.
+    deployment = _lock(deployment_id)
+    if deployment is None or deployment.status == DeploymentStatus.DELETING:
+        return False
+    # Still pending? The API's drain (no deployment lock) may have stopped it since it was listed:
     # starting it now would leave an engine no row accounts for.
-    if not Instance.objects.select_for_update().filter(pk=instance.pk, state=S.PENDING).exists():
+    instance = (Instance.objects.select_for_update(of=("self",)).select_related("deployment__model_version__model")
+                .filter(pk=instance_id, state=S.PENDING).first())
+    if instance is None:
         return False
     try:
-        launched = backend.start(instance)
+        launched = get_backend(deployment.runtime_backend).start(instance)
     except NoCapacity:
         raise
     except Exception as exc:  # a bad spec or missing engine must fail the instance, not the worker

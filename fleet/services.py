@@ -91,6 +91,9 @@ def drain_instance(instance: Instance, *, actor: Actor, deadline_seconds: float 
 
     if deadline_seconds is None:
         deadline_seconds = settings.SWITCHYARD_FLEET_DRAIN_DEADLINE_SECONDS
+    # Decide on the locked row, not the caller's copy: a worker may have launched it meanwhile, and a
+    # launched engine marked stopped would run on with no row accounting for it.
+    instance = Instance.objects.select_for_update(of=("self",)).get(pk=instance.pk)
     if instance.state == InstanceState.PENDING:
         instance = transition_instance(instance.pk, InstanceState.STOPPED, actor=actor, released_at=timezone.now())
     else:

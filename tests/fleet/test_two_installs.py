@@ -97,6 +97,23 @@ def installs(tmp_path):
             install.close()
         for install in started:
             print(f"--- {install.name} worker log ---\n" + (tmp_path / f"{install.name}-worker.log").read_text()[-3000:])
+        leaked = {pid: cmd for install in started for pid, cmd in leftovers(install).items()}
+        for pid in leaked:
+            os.kill(pid, signal.SIGKILL)
+        assert not leaked, f"processes of the installs outlived them: {leaked}"
+
+
+def leftovers(install: Install) -> dict[int, bytes]:
+    """Processes still carrying the install's var/ in their environment (its worker, driver and engines)."""
+    marker = f"SWITCHYARD_VAR_DIR={install.env['SWITCHYARD_VAR_DIR']}".encode() + b"\0"
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker in (entry / "environ").read_bytes():
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ")[:100]
+        except OSError:
+            continue
+    return found
 
 
 def assert_only_own_engines(install: Install, other: Install) -> None:
