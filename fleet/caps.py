@@ -40,7 +40,7 @@ def _check_per_deployment(deployment, errors: dict) -> None:
 
 
 def _check_tenant_quota(deployment, errors: dict) -> None:
-    from quotas.services import capacity_quota
+    from quotas.selectors import capacity_quota
 
     quota = capacity_quota(deployment.tenant)
     others = list(Deployment.objects.filter(tenant=deployment.tenant, status=DeploymentStatus.ACTIVE)
