@@ -116,7 +116,8 @@ def _due_instances(deployment_id: int) -> list[int]:
         if instance.next_start_after is None or instance.next_start_after <= now:
             due.append(instance.pk)
         else:
-            record_pending_reason([instance.pk], f"restart back-off: starts after {instance.next_start_after:%H:%M:%S} UTC")
+            record_pending_reason([instance.pk],
+                                  f"restart back-off: starts after {instance.next_start_after:%H:%M:%S} UTC")
     return due
 
 

@@ -33,6 +33,16 @@ def draft_version(db):
     return make_version(status="draft")
 
 
+@pytest.fixture
+def staff_client(charlie):
+    """A platform admin's API client (charlie is staff)."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(charlie.user)
+    return client
+
+
 @pytest.fixture(autouse=True)
 def fleet_settings(settings, tmp_path):
     """Small back-off and grace so failure paths run in seconds; engine logs in the test's tmp dir."""

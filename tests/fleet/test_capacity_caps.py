@@ -24,18 +24,9 @@ def tenant_policy(tenant) -> QuotaPolicy:
     return QuotaPolicy.objects.get(tenant=tenant, api_key=None, user=None)
 
 
-@pytest.fixture
-def staff(charlie):
-    from rest_framework.test import APIClient
-
-    client = APIClient()
-    client.force_authenticate(charlie.user)
-    return client
-
-
-def test_the_overcommitting_call_is_refused_with_the_limit_named(staff, published_version):
+def test_the_overcommitting_call_is_refused_with_the_limit_named(staff_client, published_version):
     """The issue's call: a shared pool with min 21 and a warm pool of 18."""
-    response = staff.post(URL, {"name": "pool", "model_version": published_version.pk, "runtime_backend": "local",
+    response = staff_client.post(URL, {"name": "pool", "model_version": published_version.pk, "runtime_backend": "local",
                                 "min_replicas": 21, "warm_pool_size": 18}, format="json")
     assert response.status_code == 400, response.content
     assert "SWITCHYARD_FLEET_MAX_REPLICAS_PER_DEPLOYMENT" in response.json()["min_replicas"][0]
@@ -63,20 +54,20 @@ def test_a_tenant_cannot_pass_the_platform_instance_quota_across_deployments(set
     assert client.post(URL, spec(published_version, alice.tenant, name="b", max_replicas=2), format="json").status_code == 201
 
 
-def test_platform_admins_set_a_tenants_quota_and_its_own_admins_cannot_raise_it(alice, staff, published_version):
+def test_platform_admins_set_a_tenants_quota_and_its_own_admins_cannot_raise_it(alice, staff_client, published_version):
     policy_url = f"/api/v1/tenants/{alice.tenant.slug}/quotas/{tenant_policy(alice.tenant).pk}/"
     denied = bearer(alice.key).patch(policy_url, {"max_instances": 100}, format="json")
     assert denied.status_code == 403 and "platform admins" in denied.json()["detail"]
     assert bearer(alice.key).patch(policy_url, {"requests_per_minute": 60}, format="json").status_code == 200
-    granted = staff.patch(policy_url, {"max_instances": 2, "max_gpus": 4}, format="json")
+    granted = staff_client.patch(policy_url, {"max_instances": 2, "max_gpus": 4}, format="json")
     assert granted.status_code == 200 and granted.json()["max_instances"] == 2
     assert bearer(alice.key).get(policy_url).json()["max_gpus"] == 4  # readable by the tenant
     response = bearer(alice.key).post(URL, spec(published_version, alice.tenant, max_replicas=3), format="json")
     assert response.status_code == 400 and "its quota policy's max_instances" in response.json()["max_replicas"][0]
 
 
-def test_gpu_quota_counts_replicas_times_parallel_sizes_of_gpu_deployments(alice, staff, published_version):
-    staff.patch(f"/api/v1/tenants/{alice.tenant.slug}/quotas/{tenant_policy(alice.tenant).pk}/", {"max_gpus": 4},
+def test_gpu_quota_counts_replicas_times_parallel_sizes_of_gpu_deployments(alice, staff_client, published_version):
+    staff_client.patch(f"/api/v1/tenants/{alice.tenant.slug}/quotas/{tenant_policy(alice.tenant).pk}/", {"max_gpus": 4},
                 format="json")
     gpu = {"gpu_type": "A100-80G", "tensor_parallel_size": 2}
     response = bearer(alice.key).post(URL, spec(published_version, alice.tenant, max_replicas=3, **gpu), format="json")
@@ -88,8 +79,8 @@ def test_gpu_quota_counts_replicas_times_parallel_sizes_of_gpu_deployments(alice
     assert bearer(alice.key).post(URL, cpu, format="json").status_code == 201
 
 
-def test_capacity_quotas_belong_to_the_whole_tenant_not_a_key(alice, staff):
-    response = staff.post(f"/api/v1/tenants/{alice.tenant.slug}/quotas/",
+def test_capacity_quotas_belong_to_the_whole_tenant_not_a_key(alice, staff_client):
+    response = staff_client.post(f"/api/v1/tenants/{alice.tenant.slug}/quotas/",
                           {"api_key_id": alice.tenant.api_keys.first().pk, "max_instances": 3}, format="json")
     assert response.status_code == 400 and "whole tenant" in response.json()["max_instances"][0]
 

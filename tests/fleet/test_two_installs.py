@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from fleet.runtime import processes
+from tests.fleet.fleet_helpers import wait_until
 
 pytestmark = [pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -147,16 +148,6 @@ def churn(install: Install, rng: random.Random, deployments: dict) -> None:
     else:
         install.do("delete", name=name)
         deployments[name] = False
-
-
-def wait_until(condition, what: str, timeout: float = 90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
 
 
 def ready_everywhere(install: Install, replicas: int):
