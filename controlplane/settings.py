@@ -3,6 +3,8 @@
 Defaults give the embedded single-machine setup: SQLite and generated secrets in var/, a
 local-memory cache and a filesystem Celery broker, so nothing but Python is needed.
 """
+import hashlib
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -251,15 +253,23 @@ else:
     for _sub in ("queue", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT = "controlplane.broker:Transport"  # kombu's, writing messages atomically
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "data_folder_processed": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),  # kombu's default is ./control in the working directory
+        # The worker polls the folder: at kombu's default (1 s) every task waited up to a second.
+        "polling_interval": 0.1,
     }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
-# A separate queue lets a test run (or a second install) share one broker without stealing tasks.
-CELERY_TASK_DEFAULT_QUEUE = env_str("SWITCHYARD_CELERY_QUEUE", "celery")
+# Processes sharing a database are one install. Two installs may share a broker (one Redis, or a
+# var/ with the filesystem broker): a queue and a beat schedule named after the database keep them
+# from taking each other's tasks. The database's name, not its address, so aliases of one server agree.
+_DATABASE_SCOPE = hashlib.sha256(
+    f"{DATABASES['default']['ENGINE']}|{DATABASES['default']['NAME']}".encode()).hexdigest()[:12]
+CELERY_TASK_DEFAULT_QUEUE = env_str("SWITCHYARD_CELERY_QUEUE", f"switchyard-{_DATABASE_SCOPE}")
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / f"celerybeat-schedule-{_DATABASE_SCOPE}")
 
 # The whole beat schedule lives here. Every entry expires before its next run is due.
 CELERY_BEAT_SCHEDULE = {
@@ -301,8 +311,9 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Fleet (docs/fleet.md) ---
-# Engine processes are tagged with this namespace, so a sweep never touches another install's.
-SWITCHYARD_FLEET_NAMESPACE = env_str("SWITCHYARD_FLEET_NAMESPACE", "default")
+# Engines are tagged with this install's namespace and token (fleet/install.py); empty derives the
+# namespace from the install id, unique per database. A sweep never touches another install's engines.
+SWITCHYARD_FLEET_NAMESPACE = env_str("SWITCHYARD_FLEET_NAMESPACE", "")
 SWITCHYARD_ENGINE_PYTHON = env_str("SWITCHYARD_ENGINE_PYTHON", str(BASE_DIR / ".venv-engine" / "bin" / "python"))
 SWITCHYARD_ENGINE_LOG_DIR = Path(env_str("SWITCHYARD_ENGINE_LOG_DIR", str(VAR_DIR / "log" / "engines")))
 SWITCHYARD_FLEET_BACKOFF_BASE_SECONDS = env_int("SWITCHYARD_FLEET_BACKOFF_BASE_SECONDS", 5, minimum=0, maximum=3600)
@@ -313,6 +324,26 @@ SWITCHYARD_FLEET_PROBE_TIMEOUT_SECONDS = env_float("SWITCHYARD_FLEET_PROBE_TIMEO
 SWITCHYARD_FLEET_START_DEADLINE_SECONDS = env_int("SWITCHYARD_FLEET_START_DEADLINE_SECONDS", 300, minimum=5)
 SWITCHYARD_FLEET_DRAIN_DEADLINE_SECONDS = env_int("SWITCHYARD_FLEET_DRAIN_DEADLINE_SECONDS", 60, minimum=0)
 SWITCHYARD_FLEET_STOP_GRACE_SECONDS = env_int("SWITCHYARD_FLEET_STOP_GRACE_SECONDS", 10, minimum=0, maximum=300)
+# Platform caps, checked when a deployment is created or scaled (a tenant's quota policy may set its own).
+SWITCHYARD_FLEET_MAX_REPLICAS_PER_DEPLOYMENT = env_int("SWITCHYARD_FLEET_MAX_REPLICAS_PER_DEPLOYMENT", 16,
+                                                       minimum=1, maximum=64)
+SWITCHYARD_FLEET_MAX_INSTANCES_PER_TENANT = env_int("SWITCHYARD_FLEET_MAX_INSTANCES_PER_TENANT", 32, minimum=0)
+SWITCHYARD_FLEET_MAX_GPUS_PER_TENANT = env_int("SWITCHYARD_FLEET_MAX_GPUS_PER_TENANT", 64, minimum=0)
+# Host capacity for local and simulator engines (fleet/runtime/capacity.py); 0 / -1 = measure the host.
+SWITCHYARD_HOST_MEMORY_MB = env_int("SWITCHYARD_HOST_MEMORY_MB", 0, minimum=0)
+SWITCHYARD_HOST_RESERVED_MEMORY_MB = env_int("SWITCHYARD_HOST_RESERVED_MEMORY_MB", 2048, minimum=0)
+SWITCHYARD_HOST_CPUS = env_int("SWITCHYARD_HOST_CPUS", 0, minimum=0)
+SWITCHYARD_HOST_RESERVED_CPUS = env_int("SWITCHYARD_HOST_RESERVED_CPUS", 0, minimum=0)
+SWITCHYARD_HOST_GPUS = env_int("SWITCHYARD_HOST_GPUS", -1, minimum=-1)
+SWITCHYARD_HOST_LOCK_FILE = env_str("SWITCHYARD_HOST_LOCK_FILE",
+                                    str(Path(tempfile.gettempdir()) / "switchyard-host-capacity.lock"))
+# One local vLLM engine: runtime without weights, the KV cache it is given, the cores it claims.
+SWITCHYARD_ENGINE_BASE_MEMORY_MB = env_int("SWITCHYARD_ENGINE_BASE_MEMORY_MB", 2048, minimum=0)
+SWITCHYARD_ENGINE_CPU_KVCACHE_GIB = env_int("SWITCHYARD_ENGINE_CPU_KVCACHE_GIB", 1, minimum=1, maximum=1024)
+SWITCHYARD_ENGINE_CPUS = env_int("SWITCHYARD_ENGINE_CPUS", 1, minimum=0)
+# A simulator sleeps rather than computes: it claims no core unless a load test says otherwise.
+SWITCHYARD_SIMULATOR_MEMORY_MB = env_int("SWITCHYARD_SIMULATOR_MEMORY_MB", 64, minimum=1)
+SWITCHYARD_SIMULATOR_CPUS = env_int("SWITCHYARD_SIMULATOR_CPUS", 0, minimum=0)
 
 # --- Gateway (docs/gateway.md): the /v1 process, `python -m gateway`. ---
 SWITCHYARD_GATEWAY_REDIS_URL = env_str("SWITCHYARD_GATEWAY_REDIS_URL", REDIS_URL or "redis://127.0.0.1:6379/0")

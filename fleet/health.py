@@ -75,6 +75,11 @@ def check_instance(instance: Instance, client: httpx.Client) -> str:
 
 
 def _check_starting(instance: Instance, backend, result: Probe) -> str:
+    if result.ok and not backend.serves_endpoint(instance):
+        # Someone else (another install's engine, another program) took the port before ours bound it:
+        # routing there would send this install's tenants to a stranger.
+        fail_instance(instance.pk, f"port {instance.port} answers, but not from this instance's engine")
+        return "port-taken"
     if result.ok:
         try_transition(instance.pk, S.READY)
         return "ready"

@@ -66,6 +66,18 @@ class Deployment(models.Model):
         return min(self.min_replicas + self.warm_pool_size, self.max_replicas)
 
 
+class Install(models.Model):
+    """This install's identity: one row per database, made at migrate (a new database is a new install)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    install_id = models.CharField(max_length=32, unique=True, help_text="Names this install's engines and keys.")
+    engine_token = models.CharField(max_length=64, help_text="Every engine carries it; only tagged engines are ours.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"install {self.install_id}"
+
+
 class Instance(models.Model):
     """Observed state: one engine process (or pod) serving a deployment."""
 
@@ -92,6 +104,8 @@ class Instance(models.Model):
     last_health_error = models.CharField(max_length=500, blank=True, default="")
     metrics = models.JSONField(default=dict, blank=True)
     failure_reason = models.CharField(max_length=500, blank=True, default="")
+    pending_reason = models.CharField(max_length=300, blank=True, default="",
+                                      help_text="Why a pending instance has not started yet (e.g. host capacity).")
     log_tail = models.TextField(blank=True, default="")
 
     class Meta:

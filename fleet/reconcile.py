@@ -5,7 +5,8 @@ of one deployment queue behind each other and never plan the same instance twice
   1. plan — create `pending` rows up to the target, drain the extras; committed before anything
      is launched, so the orphan sweep can always tell a fresh engine from an orphan;
   2. launch — start every due `pending` instance (the backend adopts an engine a crashed worker
-     had already launched for it) and record it as `starting`.
+     had already launched for it) and record it as `starting`; one the host has no room for
+     stays `pending` with the reason, and so do the rest of the deployment's.
 Health checks move `starting` to `ready`; `fleet.drain` and `fleet.replace_failed` stop processes.
 """
 import logging
@@ -18,8 +19,10 @@ from audit.services import record_event
 from fleet import backoff
 from fleet.models import Deployment, DeploymentStatus, Instance
 from fleet.runtime import BACKENDS, get_backend
+from fleet.runtime.base import NoCapacity
+from fleet.runtime.capacity import WAITING_FOR_CAPACITY
 from fleet.states import LIVE_STATES, RUNNING_STATES, TERMINAL_STATES, InstanceState
-from fleet.transitions import FLEET, fail_instance, try_transition
+from fleet.transitions import FLEET, fail_instance, record_pending_reason, try_transition
 from fleet.views import deployment_view
 
 logger = logging.getLogger(__name__)
@@ -50,7 +53,9 @@ def _plan(deployment_id: int) -> dict | None:
     deployment = _lock(deployment_id)
     if deployment is None:
         return None
-    live = list(deployment.instances.filter(state__in=LIVE_STATES))
+    # Locked in pk order before any audit write: a transaction that holds the audit chain head and
+    # then waits for an instance row deadlocks with a health check holding that row.
+    live = list(deployment.instances.select_for_update(of=("self",)).filter(state__in=LIVE_STATES).order_by("pk"))
     missing = deployment.target_replicas - len(live)
     if missing > 0:
         # A failed engine still being reaped keeps its slot: its replacement waits for the clean-up,
@@ -87,27 +92,58 @@ def _scale_down(instance: Instance) -> None:
     drain_instance(instance, actor=FLEET)
 
 
-@transaction.atomic
 def _launch(deployment_id: int) -> int:
+    """Start the due pending instances, each in its own transaction; stop at the first the host has no room for."""
+    due = _due_instances(deployment_id)
+    launched = 0
+    for position, instance_id in enumerate(due):
+        try:
+            launched += _launch_one(deployment_id, instance_id)
+        except NoCapacity as exc:  # the rest need as much again: they wait with the same reason
+            record_pending_reason(due[position:], str(exc))
+            break
+    return launched
+
+
+@transaction.atomic
+def _due_instances(deployment_id: int) -> list[int]:
     deployment = _lock(deployment_id)
     if deployment is None or deployment.status == DeploymentStatus.DELETING:
-        return 0
+        return []
     now = timezone.now()
-    due = [i for i in deployment.instances.filter(state=S.PENDING).order_by("pk")
-           if i.next_start_after is None or i.next_start_after <= now]
-    backend = get_backend(deployment.runtime_backend)
-    return sum(_launch_one(backend, instance) for instance in due)
+    due = []
+    for instance in deployment.instances.filter(state=S.PENDING).order_by("pk"):
+        if instance.next_start_after is None or instance.next_start_after <= now:
+            due.append(instance.pk)
+        else:
+            record_pending_reason([instance.pk],
+                                  f"restart back-off: starts after {instance.next_start_after:%H:%M:%S} UTC")
+    return due
 
 
-def _launch_one(backend, instance: Instance) -> bool:
+@transaction.atomic
+def _launch_one(deployment_id: int, instance_id: int) -> bool:
+    # Under the deployment lock, so a scale-down or delete never plans around a launch half done; one
+    # instance per transaction, so the audit chain head is never held across several launches.
+    deployment = _lock(deployment_id)
+    if deployment is None or deployment.status == DeploymentStatus.DELETING:
+        return False
+    # Still pending? The API's drain (no deployment lock) may have stopped it since it was listed:
+    # starting it now would leave an engine no row accounts for.
+    instance = (Instance.objects.select_for_update(of=("self",)).select_related("deployment__model_version__model")
+                .filter(pk=instance_id, state=S.PENDING).first())
+    if instance is None:
+        return False
     try:
-        launched = backend.start(instance)
+        launched = get_backend(deployment.runtime_backend).start(instance)
+    except NoCapacity:
+        raise
     except Exception as exc:  # a bad spec or missing engine must fail the instance, not the worker
         logger.exception("could not start %s", instance)
         fail_instance(instance.pk, f"start failed: {exc}")
         return False
     try_transition(instance.pk, S.STARTING, endpoint_url=launched.endpoint_url, port=launched.port,
-                   runtime_handle=launched.handle)
+                   runtime_handle=launched.handle, pending_reason="")
     return True
 
 
@@ -167,6 +203,17 @@ def _accounted_instances(ids: set[int]) -> set[int]:
     keep = set(RUNNING_STATES) | {S.PENDING}
     rows = Instance.objects.filter(pk__in=ids).values_list("pk", "state", "released_at")
     return {pk for pk, state, released in rows if state in keep or (state == S.FAILED and released is None)}
+
+
+def wake_capacity_waiters() -> list[int]:
+    """Reconcile every deployment with an instance waiting for host room: an engine just stopped."""
+    from fleet.tasks import reconcile
+
+    ids = sorted(set(Instance.objects.filter(state=S.PENDING, pending_reason__startswith=WAITING_FOR_CAPACITY)
+                     .values_list("deployment_id", flat=True)))
+    for deployment_id in ids:
+        reconcile.delay(deployment_id)
+    return ids
 
 
 def reconcile_all() -> list[int]:

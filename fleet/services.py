@@ -29,6 +29,7 @@ def _reconcile_on_commit(deployment_id: int) -> None:
 @transaction.atomic
 def create_deployment(*, tenant, name: str, model_version, actor: Actor, **spec) -> Deployment:
     """Declare a new deployment; a worker starts its instances."""
+    _lock_tenant(tenant)
     deployment = Deployment(tenant=tenant, name=name, model_version=model_version,
                             **{k: v for k, v in spec.items() if k in SPEC_FIELDS})
     validate_spec(deployment)
@@ -43,6 +44,7 @@ def create_deployment(*, tenant, name: str, model_version, actor: Actor, **spec)
 @transaction.atomic
 def scale_deployment(deployment: Deployment, *, actor: Actor, **sizes) -> Deployment:
     """Change min/max replicas and the warm pool; a worker starts or drains instances to match."""
+    _lock_tenant(deployment.tenant)
     deployment = _locked(deployment.pk)
     before = deployment_view(deployment)
     for name in ("min_replicas", "max_replicas", "warm_pool_size"):
@@ -89,6 +91,9 @@ def drain_instance(instance: Instance, *, actor: Actor, deadline_seconds: float 
 
     if deadline_seconds is None:
         deadline_seconds = settings.SWITCHYARD_FLEET_DRAIN_DEADLINE_SECONDS
+    # Decide on the locked row, not the caller's copy: a worker may have launched it meanwhile, and a
+    # launched engine marked stopped would run on with no row accounting for it.
+    instance = Instance.objects.select_for_update(of=("self",)).get(pk=instance.pk)
     if instance.state == InstanceState.PENDING:
         instance = transition_instance(instance.pk, InstanceState.STOPPED, actor=actor, released_at=timezone.now())
     else:
@@ -102,6 +107,14 @@ def drain_instance(instance: Instance, *, actor: Actor, deadline_seconds: float 
 def restart_instance(instance: Instance, *, actor: Actor) -> Instance:
     """Stop an instance without waiting for its requests; reconcile starts a fresh one."""
     return drain_instance(instance, actor=actor, deadline_seconds=0)
+
+
+def _lock_tenant(tenant) -> None:
+    """Creates and scales of one tenant queue here, so two at once cannot both fit under its quota."""
+    if tenant is not None:
+        from tenants.models import Tenant
+
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
 
 
 def _locked(pk: int) -> Deployment:

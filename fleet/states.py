@@ -14,7 +14,8 @@ class InstanceState(models.TextChoices):
 S = InstanceState
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     S.PENDING: frozenset({S.STARTING, S.STOPPED, S.FAILED}),
-    S.STARTING: frozenset({S.READY, S.DRAINING, S.STOPPED, S.FAILED}),
+    # A launched engine is stopped only through draining: `stopped` promises its process is gone.
+    S.STARTING: frozenset({S.READY, S.DRAINING, S.FAILED}),
     S.READY: frozenset({S.DRAINING, S.FAILED}),
     S.DRAINING: frozenset({S.STOPPED, S.FAILED}),
     S.STOPPED: frozenset(),

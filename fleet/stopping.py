@@ -3,6 +3,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from fleet.health import new_client, probe
+from fleet.reconcile import wake_capacity_waiters
 from fleet.models import Instance
 from fleet.runtime import get_backend
 from fleet.states import InstanceState
@@ -20,8 +21,10 @@ def drain_step(instance_id: int) -> bool:
     if not past_deadline and _requests_running(instance) > 0:
         return False
     backend = get_backend(instance.deployment.runtime_backend)
-    backend.stop(instance, settings.SWITCHYARD_FLEET_STOP_GRACE_SECONDS)
+    if not backend.stop(instance, settings.SWITCHYARD_FLEET_STOP_GRACE_SECONDS):
+        return False  # still there (a host under memory pressure is slow to free it): not stopped yet
     try_transition(instance.pk, S.STOPPED, released_at=timezone.now(), log_tail=backend.log_tail(instance, 20))
+    wake_capacity_waiters()
     return True
 
 
@@ -42,5 +45,9 @@ def clean_up_failed(instance_id: int) -> bool:
     if instance is None or instance.state != S.FAILED or instance.released_at is not None:
         return False
     backend = get_backend(instance.deployment.runtime_backend)
-    backend.stop(instance, min(settings.SWITCHYARD_FLEET_STOP_GRACE_SECONDS, 5))
-    return release_instance(instance.pk, log_tail=backend.log_tail(instance)) is not None
+    # Released only once the process is gone: the slot it keeps stops a replacement from running beside it.
+    if not backend.stop(instance, min(settings.SWITCHYARD_FLEET_STOP_GRACE_SECONDS, 5)):
+        return False
+    released = release_instance(instance.pk, log_tail=backend.log_tail(instance)) is not None
+    wake_capacity_waiters()
+    return released

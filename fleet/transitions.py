@@ -5,13 +5,13 @@ from django.utils import timezone
 from audit.actor import Actor
 from audit.services import record_event
 from fleet.models import Instance
-from fleet.states import STATE_TIMESTAMP, InvalidTransition, check_transition
+from fleet.states import STATE_TIMESTAMP, InstanceState, InvalidTransition, check_transition
 from fleet.views import instance_view
 
 FLEET = Actor.system("fleet")
-UPDATABLE = frozenset({"endpoint_url", "port", "runtime_handle", "failure_reason", "log_tail", "released_at",
-                       "drain_deadline", "consecutive_health_failures", "last_health_ok", "last_health_error",
-                       "last_health_at", "metrics"})
+UPDATABLE = frozenset({"endpoint_url", "port", "runtime_handle", "failure_reason", "pending_reason", "log_tail",
+                       "released_at", "drain_deadline", "consecutive_health_failures", "last_health_ok",
+                       "last_health_error", "last_health_at", "metrics"})
 
 
 @transaction.atomic
@@ -75,6 +75,13 @@ def record_probe(instance_id: int, *, ok: bool, error: str = "", metrics: dict |
     # A plain update of observation columns: a concurrent state change is never overwritten.
     Instance.objects.filter(pk=instance_id).update(**{name: getattr(instance, name) for name in fields})
     return instance
+
+
+def record_pending_reason(instance_ids: list[int], reason: str) -> None:
+    """Say why pending instances wait (not audited: observation, rewritten as free memory changes)."""
+    reason = reason[:300]
+    (Instance.objects.filter(pk__in=instance_ids, state=InstanceState.PENDING).exclude(pending_reason=reason)
+     .update(pending_reason=reason))
 
 
 def _locked(instance_id: int) -> Instance:

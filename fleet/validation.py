@@ -3,6 +3,7 @@ from dataclasses import fields
 
 from django.core.exceptions import ValidationError
 
+from fleet.caps import check_caps
 from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS, RuntimeBackend
 
 # Flags the fleet itself sets on a simulator; a deployment may not override them.
@@ -17,6 +18,8 @@ def validate_spec(deployment) -> None:
     _check_parallelism(deployment, errors)
     _check_simulator_params(deployment, errors)
     _check_fallback(deployment, errors)
+    if not errors.keys() & {"min_replicas", "max_replicas", "tensor_parallel_size", "pipeline_parallel_size"}:
+        check_caps(deployment, errors)
     if errors:
         raise ValidationError(errors)
 

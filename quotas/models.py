@@ -18,6 +18,9 @@ LIMIT_BOUNDS = {
 }
 MAX_MONTHLY_BUDGET_USD = Decimal("1000000000")
 MAX_ALLOWED_MODELS = 200
+# Capacity (fleet) quotas: tenant-wide only, set by platform admins; empty falls back to the platform setting.
+CAPACITY_FIELDS = ("max_instances", "max_gpus")
+MAX_CAPACITY = 100_000
 
 
 def _limit_field(name: str, help_text: str):
@@ -48,6 +51,14 @@ class QuotaPolicy(models.Model):
         help_text="Money per calendar month (UTC), in US dollars. Empty means no limit at this level.")
     allowed_models = models.JSONField(
         null=True, blank=True, help_text="Model names this level may use; empty means every model.")
+    max_instances = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(MAX_CAPACITY)],
+        help_text="Engine instances the tenant's deployments may run together (sum of max_replicas). "
+                  "Tenant-wide only; set by platform admins. Empty means the platform default.")
+    max_gpus = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(MAX_CAPACITY)],
+        help_text="GPUs the tenant's deployments may hold together (max_replicas × tensor × pipeline parallel "
+                  "of GPU deployments). Tenant-wide only; set by platform admins. Empty means the platform default.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -75,7 +86,7 @@ class QuotaPolicy(models.Model):
 
     def audit_view(self) -> dict:
         fields = ("requests_per_minute", "tokens_per_minute", "max_concurrent_requests",
-                  "monthly_token_budget", "monthly_budget_usd", "allowed_models")
+                  "monthly_token_budget", "monthly_budget_usd", "allowed_models", *CAPACITY_FIELDS)
         view = {name: getattr(self, name) for name in fields}
         view.update(subject=self.subject, api_key=getattr(self.api_key, "prefix", None),
                     user=self.user.get_username() if self.user_id else None)

@@ -7,10 +7,10 @@ from django.db import transaction
 
 from audit.actor import Actor
 from audit.services import record_event
-from quotas.models import MAX_ALLOWED_MODELS, QuotaPolicy, model_name_validator
+from quotas.models import CAPACITY_FIELDS, MAX_ALLOWED_MODELS, QuotaPolicy, model_name_validator
 
 LIMIT_FIELDS = ("requests_per_minute", "tokens_per_minute", "max_concurrent_requests",
-                "monthly_token_budget", "monthly_budget_usd", "allowed_models")
+                "monthly_token_budget", "monthly_budget_usd", "allowed_models", *CAPACITY_FIELDS)
 
 
 def create_quota_policy(*, tenant, api_key=None, user=None, actor: Actor, **limits) -> QuotaPolicy:
@@ -77,6 +77,10 @@ def _check_subject(tenant, api_key, user) -> None:
 
 
 def _validate(policy: QuotaPolicy) -> None:
+    if policy.subject != "tenant":
+        for name in CAPACITY_FIELDS:
+            if getattr(policy, name) is not None:
+                raise ValidationError({name: "Capacity quotas apply to the whole tenant, not to one key or user."})
     policy.allowed_models = _clean_models(policy.allowed_models)
     policy.full_clean(exclude=["tenant", "api_key", "user"], validate_unique=False, validate_constraints=False)
 

@@ -2,118 +2,231 @@
 
 Processes (logs in var/log/): the console + REST API (uvicorn), the gateway (`python -m gateway`),
 a Celery worker with embedded beat that starts the demo's engine (real vLLM from .venv-engine, or
-the simulator where the engine cannot be built). Ctrl-C stops them all, engines included.
+the simulator where the engine cannot be built; SWITCHYARD_DEMO_RUNTIME=simulator|local forces
+one). Ctrl-C, SIGTERM or a SIGTERM to the whole process group stops them all, this install's
+engines included — and nothing of another install on the host.
+
+Signals only set a flag: the stop path runs exactly once, to the end, however many signals arrive
+(`make` forwards its own SIGTERM, so a group SIGTERM reaches us twice).
 """
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LOG_DIR = ROOT / "var" / "log"
+sys.path.insert(0, str(ROOT))
+from fleet.runtime import sockets  # noqa: E402  (Django-free: usable before anything is configured)
+
+VAR_DIR = Path(os.environ.get("SWITCHYARD_VAR_DIR", ROOT / "var"))
+LOG_DIR = VAR_DIR / "log"
 HOST = os.environ.get("SWITCHYARD_HOST", "127.0.0.1")
-CONSOLE_PORT = int(os.environ.get("SWITCHYARD_CONSOLE_PORT", "8000"))
-GATEWAY_PORT = int(os.environ.get("SWITCHYARD_GATEWAY_PORT", "8001"))
 ENGINE_WAIT_SECONDS = int(os.environ.get("SWITCHYARD_ENGINE_WAIT_SECONDS", "600"))
+# Celery's prefork pool needs ~9 s for a warm shutdown with the filesystem broker (1-second polls in
+# its loops); fleet tasks are idempotent and transactional, so after this grace the group is killed.
+WORKER_GRACE_SECONDS = float(os.environ.get("SWITCHYARD_RUN_WORKER_GRACE_SECONDS", "3"))
+SERVER_GRACE_SECONDS = 10.0
 PY = sys.executable
+STOP = threading.Event()
 
 
-def manage(*args: str, capture: bool = False) -> str:
-    result = subprocess.run([PY, "manage.py", *args], cwd=ROOT, check=True, text=True,
-                            capture_output=capture)
-    return result.stdout if capture else ""
+class CannotStart(Exception):
+    """A clear reason `make run` gives up (printed without a traceback)."""
 
 
-def start(name: str, argv: list[str]) -> subprocess.Popen:
-    log = open(LOG_DIR / f"{name}.log", "ab")
-    # A process group per child, so stopping it also stops whatever it forked.
-    return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def wait_http(url: str, seconds: float = 30) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return True
-        except OSError:
-            time.sleep(0.3)
-    return False
-
-
-def stop_all(children: dict) -> None:
-    """Stop our processes, then the engines the worker started (they run in their own sessions)."""
-    # A second Ctrl-C must not cut the clean-up short and leave orphans behind.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    print("stopping…", file=sys.stderr, flush=True)
-    for proc in children.values():
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    for proc in children.values():
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-    subprocess.run([PY, "manage.py", "fleet_stop_engines"], cwd=ROOT, check=False)
-
-
-def seed_values() -> dict:
-    """Run seed_demo and read its `SEED name=value` lines."""
-    args = ["seed_demo"] + (["--reset-admin-password"] if os.environ.get("RESET_ADMIN") else [])
-    lines = manage(*args, capture=True).splitlines()
-    return dict(line[5:].split("=", 1) for line in lines if line.startswith("SEED "))
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+def _request_stop(signum, frame):
+    STOP.set()
 
 
 def main() -> int:
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the children too, not just us
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _request_stop)  # also when started with SIGINT ignored (`cmd &` in a script)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    manage("migrate", "--noinput", "-v", "0")
-    seed = seed_values()
-    children = {
-        "console": start("console", [PY, "-m", "uvicorn", "controlplane.asgi:application", "--host", HOST,
-                                     "--port", str(CONSOLE_PORT), "--no-access-log"]),
-        "gateway": start("gateway", [PY, "-m", "gateway", "--host", HOST, "--port", str(GATEWAY_PORT)]),
-        "worker": start("worker", [PY, "-m", "celery", "-A", "controlplane", "worker", "-B", "-l", "info",
-                                   "--concurrency", "2", "-s", str(ROOT / "var" / "celerybeat-schedule")]),
-    }
-    base = f"http://{HOST}:{CONSOLE_PORT}"
+    children: dict[str, subprocess.Popen] = {}
     try:
-        if not wait_http(f"{base}/healthz"):
-            print(f"console did not start; see {LOG_DIR / 'console.log'}", file=sys.stderr)
-            return 1
-        print_summary(base, seed)
-        report_engine(base, seed["api_key"], children)
-        while all(proc.poll() is None for proc in children.values()):
-            time.sleep(1)
-        dead = [name for name, proc in children.items() if proc.poll() is not None]
-        print(f"stopped: {', '.join(dead)} exited; see {LOG_DIR}", file=sys.stderr)
+        return run(children)
+    except CannotStart as exc:
+        say(f"make run: {exc}")
         return 1
-    except KeyboardInterrupt:
-        return 0
     finally:
         stop_all(children)
 
 
-def print_summary(base: str, seed: dict) -> None:
+def run(children: dict) -> int:
+    console_port = choose_port("console", "SWITCHYARD_CONSOLE_PORT", 8000)
+    gateway_port = choose_port("gateway", "SWITCHYARD_GATEWAY_PORT", 8001)
+    manage("migrate", "--noinput", "-v", "0")
+    seed = seed_values()
+    start(children, "console", [PY, "-m", "uvicorn", "controlplane.asgi:application", "--host", HOST,
+                                "--port", str(console_port), "--no-access-log"])
+    start(children, "gateway", [PY, "-m", "gateway", "--host", HOST, "--port", str(gateway_port)])
+    start(children, "worker", [PY, "-m", "celery", "-A", "controlplane", "worker", "-B", "-l", "info",
+                               "--concurrency", "2"])
+    base = f"http://{HOST}:{console_port}"
+    wait_ours("console", children["console"], f"{base}/healthz", console_port)
+    wait_ours("gateway", children["gateway"], f"http://{HOST}:{gateway_port}/healthz", gateway_port)
+    print_summary(base, gateway_port, seed)
+    report_engine(base, seed["api_key"], children)
+    while not STOP.is_set() and all(proc.poll() is None for proc in children.values()):
+        STOP.wait(1)
+    if STOP.is_set():
+        return 0
+    dead = [name for name, proc in children.items() if proc.poll() is not None]
+    print(f"stopped: {', '.join(dead)} exited; see {LOG_DIR}", file=sys.stderr)
+    return 1
+
+
+def choose_port(name: str, variable: str, default: int) -> int:
+    """The configured port, refused with a clear message when taken; 0 picks a free one."""
+    port = int(os.environ.get(variable) or default)
+    if port == 0:
+        return free_port()
+    if sockets.port_in_use(port, HOST):
+        raise CannotStart(
+            f"port {port} ({name}) is already in use — another Switchyard install or another program listens "
+            f"there. Stop it, or choose other ports, e.g. SWITCHYARD_CONSOLE_PORT=8100 SWITCHYARD_GATEWAY_PORT=8101 "
+            f"make run ({variable}=0 picks a free port).")
+    return port
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def manage(*args: str, capture: bool = False) -> str:
+    """A manage.py step; a stop request ends it (SIGTERM) instead of waiting it out."""
+    proc = subprocess.Popen([PY, "manage.py", *args], cwd=ROOT, text=True, start_new_session=True,
+                            stdout=subprocess.PIPE if capture else None, preexec_fn=_die_with_parent)
+    out = [] if capture else None
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True) if capture else None
+    if reader:
+        reader.start()
+    while proc.poll() is None:
+        if STOP.wait(0.2):
+            proc.terminate()
+            proc.wait()
+            raise CannotStart(f"stopped during `manage.py {args[0]}`")
+    if reader:
+        reader.join()
+    if proc.returncode != 0:
+        raise CannotStart(f"`manage.py {' '.join(args)}` failed (exit {proc.returncode})")
+    return "".join(out or [])
+
+
+def start(children: dict, name: str, argv: list[str]) -> None:
+    """Start a child in its own process group (stopping the group stops whatever it forked)."""
+    if STOP.is_set():
+        raise CannotStart("stopped while starting")
+    with open(LOG_DIR / f"{name}.log", "ab") as log:
+        children[name] = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, start_new_session=True,
+                                          preexec_fn=_die_with_parent)
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when run.py dies without its stop path (SIGKILL), so no server outlives it."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def wait_ours(name: str, proc: subprocess.Popen, url: str, port: int, seconds: float = 60) -> None:
+    """Until `url` answers *and* the socket on `port` belongs to our child's process group.
+
+    Another stack answering the same /healthz is not us: it may have taken the port between our
+    check and our server's bind, and then our server has exited.
+    """
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise CannotStart(f"the {name} exited (code {proc.returncode}); see {LOG_DIR / (name + '.log')}")
+        if _answers(url) and sockets.listened_by(port, sockets.group_members(proc.pid)):
+            return
+        if STOP.wait(0.3):
+            raise CannotStart(f"stopped while the {name} was starting")
+    raise CannotStart(f"the {name} did not answer on port {port} within {seconds:.0f} s; see {LOG_DIR}")
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def stop_all(children: dict) -> None:
+    """Stop the worker first (so it starts nothing new), then the servers, then this install's engines."""
+    say("stopping…")
+    _stop_group(children.get("worker"), WORKER_GRACE_SECONDS)
+    servers = [children[name] for name in ("console", "gateway") if name in children]
+    for proc in servers:
+        _signal_group(proc, signal.SIGTERM)
+    for proc in servers:
+        _stop_group(proc, SERVER_GRACE_SECONDS)
+    # Its own session: a second Ctrl-C at the terminal must not kill the engine clean-up half-way.
+    subprocess.run([PY, "manage.py", "fleet_stop_engines"], cwd=ROOT, check=False, start_new_session=True)
+    say("stopped")
+
+
+def say(message: str) -> None:
+    """A line on stderr that cannot break the stop path (the terminal or pipe may be gone)."""
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
+def _stop_group(proc: subprocess.Popen | None, grace: float) -> None:
+    """SIGTERM the child's group, SIGKILL it after `grace`; wait until the child is reaped."""
+    if proc is None:
+        return
+    _signal_group(proc, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(proc, signal.SIGKILL)  # whatever of the group is left (pool processes, a forked helper)
+    proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def seed_values() -> dict:
+    """Run seed_demo and read its `SEED name=value` lines."""
+    args = ["seed_demo", "--runtime", os.environ.get("SWITCHYARD_DEMO_RUNTIME", "auto")]
+    if os.environ.get("RESET_ADMIN"):
+        args.append("--reset-admin-password")
+    lines = manage(*args, capture=True).splitlines()
+    return dict(line[5:].split("=", 1) for line in lines if line.startswith("SEED "))
+
+
+def print_summary(base: str, gateway_port: int, seed: dict) -> None:
     print("\nSwitchyard is running (Ctrl-C stops everything)\n")
     print(f"  console      {base}/console/")
     print(f"  API docs     {base}/api/docs/")
     print(f"  REST API     {base}/api/v1/")
     print(f"  admin user   {seed['admin_user']}   password: {seed['admin_password']}")
-    print(f"  gateway      http://{HOST}:{GATEWAY_PORT}/v1   (OpenAI-compatible; model: tiny-coder)")
+    print(f"  gateway      http://{HOST}:{gateway_port}/v1   (OpenAI-compatible; model: tiny-coder)")
     print(f"  demo tenant  {seed['tenant']}   API key (shown once): {seed['api_key']}")
     if seed.get("runtime") == "simulator":
-        print("  NOTICE       the vLLM engine virtualenv is missing: the demo engine is the simulator")
+        print("  NOTICE       the demo engine is the simulator (no vLLM engine virtualenv, or "
+              "SWITCHYARD_DEMO_RUNTIME=simulator)")
     print(f"  logs         {LOG_DIR}/\n", flush=True)
 
 
@@ -121,13 +234,15 @@ def report_engine(base: str, api_key: str, children: dict) -> None:
     """Wait (printing progress) until the demo deployment has a ready instance; print its URL."""
     print("  engine       starting (real vLLM on the CPU takes about a minute) …", flush=True)
     deadline = time.monotonic() + ENGINE_WAIT_SECONDS
-    while time.monotonic() < deadline and all(proc.poll() is None for proc in children.values()):
-        ready = [i for i in _demo_instances(base, api_key) if i.get("state") == "ready"]
+    while time.monotonic() < deadline and not STOP.is_set() and all(p.poll() is None for p in children.values()):
+        instances = _demo_instances(base, api_key)
+        ready = [i for i in instances if i.get("state") == "ready"]
         if ready:
             print(f"  engine       {ready[0]['endpoint_url']}  (ready; instance {ready[0]['id']})\n", flush=True)
             return
-        time.sleep(3)
-    print(f"  engine       not ready yet; see {LOG_DIR}/worker.log and var/log/engines/\n", flush=True)
+        STOP.wait(3)
+    if not STOP.is_set():
+        print(f"  engine       not ready yet; see {LOG_DIR}/worker.log and {LOG_DIR}/engines/\n", flush=True)
 
 
 def _demo_instances(base: str, api_key: str) -> list:

@@ -12,6 +12,7 @@ from console.views.common import form_errors, run_service
 from fleet import services
 from fleet.models import Deployment
 from fleet.permissions import may_see_internals, readable_deployments
+from fleet.runtime.capacity import WAITING_FOR_CAPACITY
 from fleet.states import LIVE_STATES, InstanceState
 
 LOG_TAIL_LINES = 20
@@ -53,8 +54,11 @@ def _summary(deployment) -> dict:
     instances = list(deployment.instances.all())
     ready = sum(1 for i in instances if i.state == InstanceState.READY)
     live = sum(1 for i in instances if i.state in LIVE_STATES)
+    waiting = [i.pending_reason for i in instances if i.state == InstanceState.PENDING
+               and i.pending_reason.startswith(WAITING_FOR_CAPACITY)]
     return {"ready": ready, "live": live, "target": deployment.target_replicas,
-            "failed": sum(1 for i in instances if i.state == InstanceState.FAILED)}
+            "failed": sum(1 for i in instances if i.state == InstanceState.FAILED),
+            "waiting_for_capacity": len(waiting), "capacity_reason": waiting[0] if waiting else ""}
 
 
 @login_required
@@ -95,6 +99,7 @@ def _instance_row(instance, internals: bool) -> dict:
     metrics = instance.metrics or {}
     kv = metrics.get("kv_cache_usage_perc")
     row = {"id": instance.pk, "name": instance.name, "state": instance.state, "state_label": instance.get_state_display(),
+           "pending_reason": instance.pending_reason if instance.state == InstanceState.PENDING else "",
            "health": _health(instance, internals), "queue": metrics.get("num_requests_waiting"),
            "running": metrics.get("num_requests_running"), "kv_cache": None if kv is None else round(kv * 100, 1),
            "restarts": instance.restart_count, "failure": None, "log_tail": "", "endpoint": None,

@@ -2,7 +2,8 @@
 
 Every method is idempotent and keyed by the instance, so a worker that died half-way can simply
 call it again: `start` adopts an engine already running for the instance, `stop` of a gone
-engine is a no-op, and `running` lists what really runs so reconcile can sweep orphans.
+engine is a no-op, and `running` lists what really runs so reconcile can sweep orphans. Only
+engines of this install (tagged with its namespace and token) are ever adopted, listed or stopped.
 """
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -17,6 +18,10 @@ class Launched:
     handle: dict = field(default_factory=dict)
 
 
+class NoCapacity(Exception):
+    """`start` found no room for the engine; the instance stays pending with this reason."""
+
+
 class RuntimeBackend(ABC):
     """Starts, stops and observes engines for instances of one kind of runtime."""
 
@@ -26,15 +31,22 @@ class RuntimeBackend(ABC):
 
     @abstractmethod
     def start(self, instance) -> Launched:
-        """Make an engine run for `instance` (adopting one that already does) and say where it is."""
+        """Make an engine run for `instance` (adopting one that already does) and say where it is.
+
+        Raises NoCapacity (nothing started) when the runtime has no room for it now.
+        """
 
     @abstractmethod
-    def stop(self, instance, grace: float) -> None:
-        """Stop the instance's engine: polite signal, then force after `grace` seconds."""
+    def stop(self, instance, grace: float) -> bool:
+        """Stop the instance's engine: polite signal, then force after `grace` seconds; True once it is gone."""
 
     @abstractmethod
     def is_alive(self, instance) -> bool:
         """Whether the instance's engine still exists (it may still be unhealthy)."""
+
+    def serves_endpoint(self, instance) -> bool:
+        """Whether what answers at the instance's endpoint is its own engine (not whoever took the port)."""
+        return True
 
     @abstractmethod
     def log_tail(self, instance, lines: int = 40) -> str:
@@ -45,5 +57,5 @@ class RuntimeBackend(ABC):
         """Instance id → handle for every engine this backend runs in this install's namespace."""
 
     @abstractmethod
-    def stop_orphan(self, instance_id: int, grace: float) -> None:
+    def stop_orphan(self, instance_id: int, grace: float) -> bool:
         """Stop an engine that no live instance row accounts for."""

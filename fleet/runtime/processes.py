@@ -1,43 +1,70 @@
 """Local engine processes: launch in their own session, find them by tag, kill whole groups.
 
-Each engine carries its install namespace and instance id in its environment; the tags are
-inherited by the engine's children (vLLM forks an EngineCore), so one /proc scan finds every
-process of an instance even after the worker that launched it is gone.
+Each engine carries its install's namespace and token and its instance id in its environment;
+the tags are inherited by the engine's children (vLLM forks an EngineCore), so one /proc scan
+finds every process of an instance even after the worker that launched it is gone. Only a
+process carrying our namespace *and* our token is ours: another install on the host has its
+own (and the same instance ids), and is never adopted or signalled.
 """
+import hmac
 import os
 import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 
 NAMESPACE_VAR = "SWITCHYARD_FLEET_NAMESPACE"
+TOKEN_VAR = "SWITCHYARD_ENGINE_TOKEN"
 INSTANCE_VAR = "SWITCHYARD_INSTANCE_ID"
 PORT_VAR = "SWITCHYARD_INSTANCE_PORT"
+# What the engine was admitted with (fleet/runtime/capacity.py), read back by every install's admission.
+MEMORY_VAR = "SWITCHYARD_ENGINE_MEMORY_BYTES"
+CPUS_VAR = "SWITCHYARD_ENGINE_CPUS"
+GPUS_VAR = "SWITCHYARD_ENGINE_GPUS"
+TAGS = (NAMESPACE_VAR, TOKEN_VAR, INSTANCE_VAR, PORT_VAR, MEMORY_VAR, CPUS_VAR, GPUS_VAR)
+_TAG_BYTES = tuple(tag.encode() for tag in TAGS)
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class EngineOwner:
+    """The install an engine must belong to before we adopt, count or stop it."""
+
+    namespace: str
+    token: str
+
+    def owns(self, tags: dict[str, str]) -> bool:
+        return (tags.get(NAMESPACE_VAR) == self.namespace
+                and hmac.compare_digest(tags.get(TOKEN_VAR, "").encode(), self.token.encode()))
+
+    def environment(self) -> dict[str, str]:
+        return {NAMESPACE_VAR: self.namespace, TOKEN_VAR: self.token}
 
 
 def free_port() -> int:
-    """An unused TCP port; another process may take it before the engine binds (accepted: start fails, back-off retries)."""
+    """An unused TCP port; another process may take it before the engine binds (accepted: see sockets.py)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def log_path(instance_id: int) -> Path:
-    return Path(settings.SWITCHYARD_ENGINE_LOG_DIR) / f"instance-{instance_id}.log"
+def log_path(namespace: str, instance_id: int) -> Path:
+    """One directory per install: two installs sharing a log dir both have an instance 1."""
+    return Path(settings.SWITCHYARD_ENGINE_LOG_DIR) / namespace / f"instance-{instance_id}.log"
 
 
-def spawn(argv: list[str], *, instance_id: int, port: int, extra_env: dict, cwd: str) -> dict:
+def spawn(argv: list[str], *, owner: EngineOwner, instance_id: int, port: int, env: dict, cwd: str) -> dict:
     """Launch `argv` as a new session leader, output to the instance's log; return its handle."""
-    path = log_path(instance_id)
+    path = log_path(owner.namespace, instance_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **extra_env, NAMESPACE_VAR: settings.SWITCHYARD_FLEET_NAMESPACE,
-           INSTANCE_VAR: str(instance_id), PORT_VAR: str(port)}
+    tags = {**owner.environment(), INSTANCE_VAR: str(instance_id), PORT_VAR: str(port)}
     with open(path, "ab") as log:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env, **tags}, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     proc.returncode = 0  # we reap it ourselves (reap()); stops Popen.__del__ from warning
     return {"pid": proc.pid, "pgid": proc.pid, "start_time": start_time(proc.pid), "log": str(path), "port": port}
 
@@ -55,6 +82,14 @@ def start_time(pid: int) -> int | None:
     """Kernel start time of `pid` in clock ticks: with the pid, a process identity that survives reuse."""
     fields = stat_fields(pid)
     return int(fields[19]) if fields else None
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of `pid` (0 once it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_SIZE
+    except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError, ValueError):
+        return 0
 
 
 def reap(pid: int) -> None:
@@ -75,31 +110,40 @@ def alive(handle: dict) -> bool:
     return bool(fields) and fields[0] != "Z" and int(fields[19]) == handle.get("start_time")
 
 
-def _environ(pid: int) -> dict[str, str]:
+def environ_tags(pid: int) -> dict[str, str]:
+    """The Switchyard tags in a process's environment ({} if it has none or is not readable)."""
     try:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return {}
+    if INSTANCE_VAR.encode() not in raw:
+        return {}
     pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs
-            if k in (NAMESPACE_VAR.encode(), INSTANCE_VAR.encode(), PORT_VAR.encode())}
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs if k in _TAG_BYTES}
 
 
-def tagged_processes() -> dict[int, list[dict]]:
-    """Instance id → its live processes (pid, pgid, start time, port) in this namespace."""
-    found: dict[int, list[dict]] = {}
-    namespace = settings.SWITCHYARD_FLEET_NAMESPACE
+def engine_processes() -> list[tuple[dict, dict]]:
+    """(tags, process) for every live engine process on this host, of any install."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        env = _environ(int(entry.name))
-        if env.get(NAMESPACE_VAR) != namespace or INSTANCE_VAR not in env:
+        tags = environ_tags(int(entry.name))
+        if INSTANCE_VAR not in tags:
             continue
         fields = stat_fields(int(entry.name))
         if fields and fields[0] != "Z":
-            found.setdefault(int(env[INSTANCE_VAR]), []).append(
-                {"pid": int(entry.name), "pgid": int(fields[2]), "start_time": int(fields[19]),
-                 "port": int(env.get(PORT_VAR) or 0)})
+            found.append((tags, {"pid": int(entry.name), "pgid": int(fields[2]), "start_time": int(fields[19]),
+                                 "port": _int(tags.get(PORT_VAR))}))
+    return found
+
+
+def tagged_processes(owner: EngineOwner) -> dict[int, list[dict]]:
+    """Instance id → its live processes (pid, pgid, start time, port), only those `owner` owns."""
+    found: dict[int, list[dict]] = {}
+    for tags, proc in engine_processes():
+        if owner.owns(tags):
+            found.setdefault(int(tags[INSTANCE_VAR]), []).append(proc)
     return found
 
 
@@ -111,20 +155,21 @@ def leader_handle(processes: list[dict]) -> dict | None:
     return None
 
 
-def kill_instance(instance_id: int, grace: float) -> None:
-    """SIGTERM every process group of the instance, SIGKILL whatever is left after `grace`."""
-    _signal_groups(instance_id, signal.SIGTERM)
+def kill_instance(owner: EngineOwner, instance_id: int, grace: float) -> bool:
+    """SIGTERM every process group of the instance, SIGKILL whatever is left after `grace`; True once none is left."""
+    _signal_groups(owner, instance_id, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while tagged_processes().get(instance_id) and time.monotonic() < deadline:
+    while tagged_processes(owner).get(instance_id) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if tagged_processes().get(instance_id):
-        _signal_groups(instance_id, signal.SIGKILL)
-        _wait_gone(instance_id, 10.0)
+    if tagged_processes(owner).get(instance_id):
+        _signal_groups(owner, instance_id, signal.SIGKILL)
+        return _wait_gone(owner, instance_id, 10.0)
+    return True
 
 
-def _signal_groups(instance_id: int, sig: int) -> None:
+def _signal_groups(owner: EngineOwner, instance_id: int, sig: int) -> None:
     # Only groups that hold a process tagged with this instance: a recycled pgid is never signalled.
-    for proc in tagged_processes().get(instance_id, []):
+    for proc in tagged_processes(owner).get(instance_id, []):
         try:
             os.killpg(proc["pgid"], sig)
         except (ProcessLookupError, PermissionError):
@@ -132,15 +177,16 @@ def _signal_groups(instance_id: int, sig: int) -> None:
         reap(proc["pid"])
 
 
-def _wait_gone(instance_id: int, seconds: float) -> None:
+def _wait_gone(owner: EngineOwner, instance_id: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        procs = tagged_processes().get(instance_id, [])
+        procs = tagged_processes(owner).get(instance_id, [])
         for proc in procs:
             reap(proc["pid"])
         if not procs:
-            return
+            return True
         time.sleep(0.1)
+    return not tagged_processes(owner).get(instance_id)
 
 
 def read_tail(path: str | None, lines: int) -> str:
@@ -153,3 +199,10 @@ def read_tail(path: str | None, lines: int) -> str:
         handle.seek(max(0, size - 65536))
         text = handle.read().decode(errors="replace")
     return "\n".join(text.splitlines()[-lines:])
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0

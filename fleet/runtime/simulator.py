@@ -1,6 +1,9 @@
 """`simulator`: the vLLM-compatible simulated engine (`python -m simulator`), for demos and load tests."""
 import sys
 
+from django.conf import settings
+
+from fleet.runtime.capacity import MIB, Need
 from fleet.runtime.process_backend import ProcessBackend
 
 
@@ -25,3 +28,8 @@ class SimulatorBackend(ProcessBackend):
         return [sys.executable, "-m", "simulator", "--host", self.host, "--port", str(port),
                 "--served-model-name", deployment.model_version.model.name,
                 *simulator_flags(deployment.simulator_params or {})]
+
+    def estimate(self, instance) -> Need:
+        """A small Python process (about 30 MB resident)."""
+        return Need(memory_bytes=settings.SWITCHYARD_SIMULATOR_MEMORY_MB * MIB,
+                    cpus=float(settings.SWITCHYARD_SIMULATOR_CPUS), gpus=0)

@@ -3,7 +3,8 @@ from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers
 
 from quotas.models import (
-    LIMIT_BOUNDS, MAX_ALLOWED_MODELS, MAX_MONTHLY_BUDGET_USD, MODEL_NAME_PATTERN, QuotaPolicy, QuotaSubject,
+    LIMIT_BOUNDS, MAX_ALLOWED_MODELS, MAX_CAPACITY, MAX_MONTHLY_BUDGET_USD, MODEL_NAME_PATTERN, QuotaPolicy,
+    QuotaSubject,
 )
 
 
@@ -26,12 +27,18 @@ class QuotaPolicySerializer(serializers.ModelSerializer):
     allowed_models = serializers.ListField(
         child=serializers.RegexField(MODEL_NAME_PATTERN, max_length=200), required=False, allow_null=True,
         max_length=MAX_ALLOWED_MODELS)
+    max_instances = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=MAX_CAPACITY,
+        help_text="Tenant-wide: instances its deployments may run together (platform admins only).")
+    max_gpus = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=MAX_CAPACITY,
+        help_text="Tenant-wide: GPUs its deployments may hold together (platform admins only).")
 
     class Meta:
         model = QuotaPolicy
         fields = ["id", "subject", "api_key_id", "api_key_prefix", "user_id", "requests_per_minute",
                   "tokens_per_minute", "max_concurrent_requests", "monthly_token_budget", "monthly_budget_usd",
-                  "allowed_models", "created_at", "updated_at"]
+                  "allowed_models", "max_instances", "max_gpus", "created_at", "updated_at"]
         read_only_fields = ["id", "subject", "api_key_prefix", "created_at", "updated_at"]
 
 

@@ -2,7 +2,7 @@
 import django_filters
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from apikeys.models import ApiKey
@@ -11,7 +11,7 @@ from controlplane.api.schema import BAD_REQUEST
 from controlplane.api.viewsets import TenantChildViewSet
 from quotas import services
 from quotas.api.serializers import QuotaPolicySerializer, QuotaPolicyUpdateSerializer
-from quotas.models import QuotaPolicy
+from quotas.models import CAPACITY_FIELDS, QuotaPolicy
 from tenants.roles import Perm, Resource
 
 SUBJECT_FIELDS = ("api_key_id", "user_id")
@@ -36,6 +36,7 @@ class QuotaPolicyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retri
         serializer = QuotaPolicySerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         limits = dict(serializer.validated_data)
+        self._require_platform_admin_for_capacity(limits)
         subject = {"api_key": self._key(limits.pop("api_key_id", None)), "user": self.tenant_member(limits.pop("user_id", None))}
         if subject["api_key"] is None and subject["user"] is None:
             raise ValidationError({"api_key_id": "The tenant-wide policy exists already; narrow this one to a key or a user."})
@@ -48,6 +49,7 @@ class QuotaPolicyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retri
         serializer = QuotaPolicyUpdateSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         limits = {k: v for k, v in serializer.validated_data.items() if k not in SUBJECT_FIELDS}
+        self._require_platform_admin_for_capacity(limits)
         policy = services.update_quota_policy(policy, actor=Actor.from_request(request), **limits)
         return Response(QuotaPolicySerializer(policy).data)
 
@@ -55,6 +57,11 @@ class QuotaPolicyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retri
     def destroy(self, request, tenant_slug=None, pk=None):
         services.delete_quota_policy(self.get_object(), actor=Actor.from_request(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _require_platform_admin_for_capacity(self, limits: dict) -> None:
+        """A tenant's capacity is the platform's to hand out: its own admins may read it, not raise it."""
+        if any(name in limits for name in CAPACITY_FIELDS) and not self.principal.is_platform_admin:
+            raise PermissionDenied("Only platform admins set a tenant's capacity quota (max_instances, max_gpus).")
 
     def _key(self, key_id):
         if key_id is None:

@@ -14,7 +14,8 @@
       badge.textContent = instance.state_label;
     }
     var fields = { health: text(instance.health), queue: text(instance.queue), running: text(instance.running),
-                   kv_cache: instance.kv_cache === null || instance.kv_cache === undefined ? "—" : instance.kv_cache.toFixed(1) + " %", restarts: text(instance.restarts) };
+                   kv_cache: instance.kv_cache === null || instance.kv_cache === undefined ? "—" : instance.kv_cache.toFixed(1) + " %", restarts: text(instance.restarts),
+                   pending_reason: instance.pending_reason || "" };
     Object.keys(fields).forEach(function (name) {
       var cell = row.querySelector('[data-field="' + name + '"]');
       if (cell) cell.textContent = fields[name];
@@ -28,7 +29,8 @@
     progress.max = Math.max(s.target, 1);
     progress.value = s.ready;
     var message = data.status === "deleting" ? "Deleting: draining " + s.live + " instance(s)"
-                                             : s.ready + " of " + s.target + " ready";
+                                             : s.ready + " of " + s.target + " ready" +
+                  (s.waiting_for_capacity ? " · " + s.waiting_for_capacity + " waiting for host capacity" : "");
     if (status.textContent !== message) status.textContent = message;
     var known = {};
     panel.querySelectorAll("tr[data-instance]").forEach(function (row) { known[row.getAttribute("data-instance")] = row; });

@@ -1,7 +1,9 @@
 """Fleet fixtures: a published model version, fast fleet settings, and no engine left behind.
 
 Engines started by a test carry this session's fleet namespace, so the clean-up kills exactly
-what this run started (another run, or a developer's fleet, uses another namespace).
+what this run started (another run, or a developer's fleet, uses another namespace). The engine
+token comes from the test database's install row, which a flush replaces: the clean-up therefore
+goes by namespace and uses whatever token each engine carries.
 """
 import os
 import uuid
@@ -31,6 +33,16 @@ def draft_version(db):
     return make_version(status="draft")
 
 
+@pytest.fixture
+def staff_client(charlie):
+    """A platform admin's API client (charlie is staff)."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(charlie.user)
+    return client
+
+
 @pytest.fixture(autouse=True)
 def fleet_settings(settings, tmp_path):
     """Small back-off and grace so failure paths run in seconds; engine logs in the test's tmp dir."""
@@ -49,10 +61,20 @@ def fleet_settings(settings, tmp_path):
 def no_engine_left_behind(fleet_settings):
     """Kill every engine of this run's namespace after each test, pass or fail."""
     yield
-    for instance_id in list(processes.tagged_processes()):
-        processes.kill_instance(instance_id, 1.0)
+    for owner, instance_id in namespace_engines():
+        processes.kill_instance(owner, instance_id, 1.0)
+
+
+def namespace_engines() -> set[tuple[processes.EngineOwner, int]]:
+    """(owner, instance id) of every engine in this run's namespace, whichever install row started it."""
+    return {(processes.EngineOwner(NAMESPACE, tags.get(processes.TOKEN_VAR, "")), int(tags[processes.INSTANCE_VAR]))
+            for tags, _ in processes.engine_processes() if tags.get(processes.NAMESPACE_VAR) == NAMESPACE}
 
 
 def engine_pids() -> dict[int, set[int]]:
     """Instance id → pids of its live processes in this run's namespace (what `ps` would show)."""
-    return {iid: {p["pid"] for p in procs} for iid, procs in processes.tagged_processes().items()}
+    found: dict[int, set[int]] = {}
+    for tags, proc in processes.engine_processes():
+        if tags.get(processes.NAMESPACE_VAR) == NAMESPACE:
+            found.setdefault(int(tags[processes.INSTANCE_VAR]), set()).add(proc["pid"])
+    return found

@@ -34,3 +34,14 @@ def states(deployment_id: int) -> dict[int, str]:
 
 def ready_ids(deployment_id: int) -> set[int]:
     return {pk for pk, state in states(deployment_id).items() if state == S.READY}
+
+
+def wait_until(condition, what, timeout: float = 90.0, interval: float = 0.5):
+    """Poll `condition()` until truthy and return it; else fail saying `what` (a text, or a callable for one)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")

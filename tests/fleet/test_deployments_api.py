@@ -15,15 +15,6 @@ def spec(version, **overrides):
             "max_replicas": 2, **overrides}
 
 
-@pytest.fixture
-def staff_client(charlie):
-    from rest_framework.test import APIClient
-
-    client = APIClient()
-    client.force_authenticate(charlie.user)
-    return client
-
-
 def test_tenant_admin_deploys_for_own_tenant_and_the_write_is_audited(alice, published_version):
     response = bearer(alice.key).post(URL, spec(published_version, tenant=alice.tenant.slug), format="json")
     assert response.status_code == 201, response.content

@@ -7,8 +7,6 @@ serving → SIGKILL one → failed, replaced, no orphan → scale to 1 → delet
 import os
 import signal
 import subprocess
-
-import time
 import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -22,6 +20,7 @@ from fleet.models import Deployment, Instance
 from fleet.states import InstanceState
 from fleet.transitions import FLEET
 from tests.fleet.conftest import NAMESPACE, engine_pids
+from tests.fleet.fleet_helpers import wait_until
 from tests.processes import stop
 
 S = InstanceState
@@ -75,14 +74,10 @@ def celery_worker(tmp_path, fleet_settings):
 
 
 def wait_for(what: str, condition, timeout: float = 600.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(1)
-    rows = list(Instance.objects.values_list("pk", "state", "failure_reason"))
-    raise AssertionError(f"timed out waiting for {what}; instances: {rows}")
+    def explain() -> str:
+        return f"{what}; instances: {list(Instance.objects.values_list('pk', 'state', 'failure_reason'))}"
+
+    return wait_until(condition, explain, timeout=timeout, interval=1)
 
 
 def ready(deployment_id) -> dict[int, Instance]:

@@ -15,7 +15,8 @@ def test_every_state_has_a_row_and_terminal_states_lead_nowhere():
 
 
 @pytest.mark.parametrize("current,new", [(S.PENDING, S.READY), (S.READY, S.STARTING), (S.STOPPED, S.STARTING),
-                                         (S.FAILED, S.READY), (S.DRAINING, S.READY), (S.READY, S.STOPPED)])
+                                         (S.FAILED, S.READY), (S.DRAINING, S.READY), (S.READY, S.STOPPED),
+                                         (S.STARTING, S.STOPPED)])
 def test_transitions_outside_the_table_are_refused(current, new):
     with pytest.raises(InvalidTransition):
         check_transition(current, new)

@@ -28,8 +28,11 @@ class Command(BaseCommand):
         parser.add_argument("--admin-username", default="admin")
         parser.add_argument("--reset-admin-password", action="store_true")
         parser.add_argument("--no-deploy", action="store_true", help="skip the tiny-coder model and deployment")
+        parser.add_argument("--runtime", choices=("auto", "local", "simulator"), default="auto",
+                            help="the demo deployment's engine: real vLLM (local), the simulator, or local when "
+                                 "the engine virtualenv exists (auto); used when the deployment is first created")
 
-    def handle(self, *args, admin_username, reset_admin_password, no_deploy, **options):
+    def handle(self, *args, admin_username, reset_admin_password, no_deploy, runtime, **options):
         actor = Actor.system("seed_demo")
         password = self._platform_admin(admin_username, reset_admin_password)
         with transaction.atomic():
@@ -39,7 +42,7 @@ class Command(BaseCommand):
             owner = tenant.memberships.filter(role=Role.OWNER).select_related("user").first()
             minted = create_api_key(tenant=tenant, name=DEMO_KEY_NAME, user=owner.user, role=Role.OWNER,
                                     scopes=[Scope.INFERENCE, Scope.ADMIN], actor=actor)
-        runtime = "none" if no_deploy else self._demo_deployment(tenant, actor)
+        runtime = "none" if no_deploy else self._demo_deployment(tenant, actor, runtime)
         self.stdout.write(f"SEED runtime={runtime}")
         shown = password or "(unchanged since first seed; `make run RESET_ADMIN=1` sets a new one)"
         for name, value in (("admin_user", admin_username), ("admin_password", shown),
@@ -64,7 +67,7 @@ class Command(BaseCommand):
         add_member(tenant=tenant, email="demo-owner@switchyard.local", username="demo-owner", role=Role.OWNER, actor=actor)
         return tenant
 
-    def _demo_deployment(self, tenant, actor) -> str:
+    def _demo_deployment(self, tenant, actor, wanted: str) -> str:
         """tiny-coder for the demo tenant: real vLLM when the engine venv exists, else the simulator."""
         from fleet.models import Deployment, RuntimeBackend
         from fleet.services import create_deployment
@@ -73,7 +76,12 @@ class Command(BaseCommand):
         existing = Deployment.objects.filter(tenant=tenant, name=DEMO_DEPLOYMENT).first()
         if existing is not None:
             return existing.runtime_backend
-        runtime = RuntimeBackend.LOCAL if self._built_tiny_model() else RuntimeBackend.SIMULATOR
+        if wanted == "simulator":
+            runtime = RuntimeBackend.SIMULATOR
+        else:
+            runtime = RuntimeBackend.LOCAL if self._built_tiny_model() else RuntimeBackend.SIMULATOR
+            if wanted == "local" and runtime != RuntimeBackend.LOCAL:
+                raise CommandError("--runtime local, but the tiny model could not be built for the engine")
         version = ensure_tiny_coder(model_dir=self._model_dir(), actor=actor)
         create_deployment(tenant=tenant, name=DEMO_DEPLOYMENT, model_version=version, actor=actor,
                           runtime_backend=runtime, min_replicas=1, max_replicas=2)
