@@ -142,6 +142,9 @@ async def relay_json(response: UpstreamResponse, client: ClientStream, record, i
         async with asyncio.timeout(idle):
             body = await response.read()
     record.mark_first_byte()
+    if body[:1] != b"{" and body.lstrip()[:1] != b"{":  # an HTML page from a proxy, a cut answer: not an answer
+        raise UpstreamFailure("not_json", True, errors.GatewayError(
+            502, "upstream_error", "The model server's answer was not a JSON object."))
     if response.status == 200:
         record.take_usage(usage_of(body))
     await client.whole(response.status, [(b"content-type", response.content_type or b"application/json")], body)
@@ -184,6 +187,10 @@ async def relay_stream(response: UpstreamResponse, client: ClientStream, record,
     if response.status != 200:  # the engine refused the request (4xx): its error, re-shaped
         await relay_json(response, client, record, idle)
         return
+    kind = (response.content_type or b"")[:17]  # a slice and a compare: a third of startswith()'s cost
+    if kind != b"text/event-stream" and kind.lower() != b"text/event-stream":
+        raise UpstreamFailure("not_sse", True, errors.GatewayError(  # a proxy's page: nothing went out yet
+            502, "upstream_error", "The model server's answer was not an event stream."))
     await client.start(200, SSE_HEADERS)
     try:
         await _pump(response, client, record, relay, idle, first)

@@ -52,7 +52,7 @@ class SseRelay:
     def _event(self, event: bytes) -> bytes:
         if self.cut or self.engine_error is not None:
             return b""
-        if event.find(b'"error"') >= 0 and self._engine_failed(event):
+        if event[-2:-1] != b"]" and event.find(b'"error"') >= 0 and self._engine_failed(event):  # not a token
             return b"data: " + self.engine_error.body() + SEPARATOR + DONE + SEPARATOR
         if event.startswith(DONE):
             self.finished = True

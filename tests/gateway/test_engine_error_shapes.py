@@ -22,8 +22,9 @@ SHAPED = b'data: {"error":{"message":"Internal server error","type":"server_erro
     [TOKEN, VLLM_ERROR + DONE],  # the error and [DONE] together
     [TOKEN + VLLM_ERROR[:30], VLLM_ERROR[30:] + DONE],  # the error split across reads
 ])
-def test_an_error_event_is_re_shaped_and_ends_the_stream_however_the_reads_fall(blocks):
-    relay = SseRelay(strip_usage=True)
+@pytest.mark.parametrize("token_cap", [None, 100], ids=["uncapped", "capped"])  # capped: every event looked at
+def test_an_error_event_is_re_shaped_and_ends_the_stream_however_the_reads_fall(blocks, token_cap):
+    relay = SseRelay(strip_usage=True, token_cap=token_cap)
     out = b"".join(relay.feed(block) for block in blocks)
     assert out == TOKEN + SHAPED
     assert relay.finished and relay.engine_error.status == 502 and relay.streamed_tokens == 1

@@ -76,6 +76,8 @@ ANSWERS = {
                     + chunk(b'{"error": {"message": "in two ') + chunk(b'chunks", "code": 400}}') + b"0\r\n\r\n"),
     "slow-400": (b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 30\r\n\r\n",
                  (3.0, b'{"error": {"message": "late"}}')),
+    "html-200": answer("200 OK", b"<html><body>Sign in to continue</body></html>", b"text/html"),
+    "empty-200": answer("200 OK", b""),
     "redirect-307": b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://elsewhere/\r\ncontent-length: 0\r\n\r\n",
     # Streams: vLLM ends a failed generation with an error event, then [DONE] (create_streaming_error_response).
     "stream-fails": SSE_HEAD + chunk(token_event("def")) + chunk(token_event(" f")) + chunk(

@@ -44,6 +44,7 @@ def openai_error(response: httpx.Response) -> dict:
 
 
 GENERIC = object()  # the gateway's own wording: the engine's body had no usable message
+NOT_AN_ANSWER = object()  # a 200 that is no answer at all (a proxy's sign-in page): the gateway's wording
 
 
 @pytest.mark.parametrize("name, status, code, message, param", [
@@ -71,6 +72,8 @@ GENERIC = object()  # the gateway's own wording: the engine's body had no usable
     ("chunked-400", 400, "invalid_request", "in two chunks", None),
     ("slow-400", 400, "invalid_request", GENERIC, None),
     ("redirect-307", 502, "upstream_error", GENERIC, None),
+    ("html-200", 502, "upstream_error", NOT_AN_ANSWER, None),
+    ("empty-200", 502, "upstream_error", NOT_AN_ANSWER, None),
 ])
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream-before-first-byte"])
 def test_an_engine_error_reaches_the_client_in_openais_shape(scripted, alice, name, status, code, message, param,
@@ -82,6 +85,9 @@ def test_an_engine_error_reaches_the_client_in_openais_shape(scripted, alice, na
     assert (error["code"], error["param"]) == (code, param)
     if message is GENERIC:
         assert error["message"].startswith("The model server")
+    elif message is NOT_AN_ANSWER:
+        assert error["message"] in ("The model server's answer was not a JSON object.",
+                                    "The model server's answer was not an event stream.")
     else:
         assert error["message"] == message
     assert "Traceback" not in response.text and "/opt/vllm" not in response.text
