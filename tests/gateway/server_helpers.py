@@ -26,6 +26,24 @@ async def echo(scope, receive, send):
     await send({"type": "http.response.body", "body": answer})
 
 
+def recording_reader(seen: list):
+    """An app that reads its request body, noting each message's type, until the body ends or the client leaves."""
+    async def reading(scope, receive, send):
+        while True:
+            message = await receive()
+            seen.append(message["type"])
+            if message["type"] == "http.disconnect" or not message.get("more_body"):
+                return
+    return reading
+
+
+def wait_for_disconnect(seen: list, timeout: float = 2.0) -> None:
+    """Until a `recording_reader` has seen its disconnect (or `timeout` passed)."""
+    deadline = time.monotonic() + timeout
+    while "http.disconnect" not in seen and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def with_lifespan(handler):
     async def app(scope, receive, send):
         if scope["type"] == "lifespan":

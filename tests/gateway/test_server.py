@@ -7,7 +7,8 @@ import time
 import pytest
 
 from gateway.server import HttpServer
-from tests.gateway.server_helpers import Running, closed_by_server, echo, post, read_all, read_response
+from tests.gateway.server_helpers import (Running, closed_by_server, echo, post, read_all, read_response,
+                                          recording_reader, wait_for_disconnect)
 from tests.processes import free_port
 
 
@@ -292,13 +293,7 @@ def test_an_answer_before_the_whole_body_arrived_closes_the_connection():
 
 def test_a_request_body_that_stops_arriving_gets_408_and_the_application_sees_a_disconnect():
     seen = []
-
-    async def reading(scope, receive, send):
-        while True:
-            message = await receive()
-            seen.append(message["type"])
-            if message["type"] == "http.disconnect" or not message.get("more_body"):
-                return
+    reading = recording_reader(seen)
 
     with Running(reading, body_timeout=0.3) as running:
         sock = running.connect()
@@ -307,9 +302,7 @@ def test_a_request_body_that_stops_arriving_gets_408_and_the_application_sees_a_
         assert status.startswith(b"HTTP/1.1 408") and headers[b"connection"] == [b"close"]
         assert b'"code":"request_timeout"' in body
         assert closed_by_server(sock)
-        deadline = time.monotonic() + 2
-        while "http.disconnect" not in seen and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for_disconnect(seen)
         assert seen[0] == "http.request" and seen[-1] == "http.disconnect"
 
 

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from tests.gateway.server_helpers import Running, closed_by_server, echo, post, read_all, read_response
+from tests.gateway.server_helpers import (Running, closed_by_server, echo, post, read_all, read_response,
+                                          recording_reader, wait_for_disconnect)
 
 H = b"POST /r HTTP/1.1\r\nhost: x\r\n"
 
@@ -96,13 +97,7 @@ def test_pipelined_requests_before_a_bad_chunk_are_answered_in_order_and_the_bro
 
 def test_a_bad_chunk_arriving_after_the_application_started_gets_400_and_the_application_a_disconnect():
     seen = []
-
-    async def reading(scope, receive, send):
-        while True:
-            message = await receive()
-            seen.append(message["type"])
-            if message["type"] == "http.disconnect" or not message.get("more_body"):
-                return
+    reading = recording_reader(seen)
 
     with Running(reading) as running:
         sock = running.connect()
@@ -110,9 +105,7 @@ def test_a_bad_chunk_arriving_after_the_application_started_gets_400_and_the_app
         time.sleep(0.2)
         sock.sendall(b"not-a-size\r\n")
         assert refusal_of(sock)[0] == 400
-        deadline = time.monotonic() + 2
-        while "http.disconnect" not in seen and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for_disconnect(seen)
         assert seen == ["http.request", "http.disconnect"]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from http import HTTPStatus
 
 from tests.processes import free_port
 
@@ -24,7 +25,6 @@ def vllm_error(status: int, message: str, err_type: str, param: str | None = Non
     """vLLM 0.32's ErrorResponse (vllm/entrypoints/serve/engine/protocol.py), as its JSONResponse encodes it."""
     body = json.dumps({"error": {"message": message, "type": err_type, "param": param, "code": status}},
                       separators=(",", ":")).encode()
-    from http import HTTPStatus
     return answer(f"{status} {HTTPStatus(status).phrase}", body)
 
 
