@@ -54,8 +54,17 @@ def serve(args) -> None:
     logging.getLogger("gateway.server").setLevel(args.log_level.upper())
     share = ConnectionShare.from_env() if args.reuse_port else None
     # The backlog absorbs bursts of new connections.
-    server = HttpServer(build_app(), host=args.host, port=args.port, backlog=4096, share=share)
+    server = HttpServer(build_app(), host=args.host, port=args.port, backlog=4096, share=share, **body_limits())
     server.run(sockets=[_reuse_port_socket(args.host, args.port, 4096)] if args.reuse_port else None)
+
+
+def body_limits() -> dict:
+    """The HTTP server's request-body limits from the settings (SWITCHYARD_GATEWAY_BODY_*)."""
+    from django.conf import settings
+
+    return {"body_timeout": settings.SWITCHYARD_GATEWAY_BODY_TIMEOUT,
+            "body_min_rate": settings.SWITCHYARD_GATEWAY_BODY_MIN_RATE,
+            "body_deadline": settings.SWITCHYARD_GATEWAY_BODY_DEADLINE}
 
 
 def _reuse_port_socket(host: str, port: int, backlog: int) -> socket.socket:

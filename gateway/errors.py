@@ -22,22 +22,29 @@ ERROR_TYPES = {
 class GatewayError(Exception):
     """A request the gateway answers itself, with a status, a stable code and extra headers."""
 
-    def __init__(self, status: int, code: str, message: str, headers: list | None = None):
+    def __init__(self, status: int, code: str, message: str, headers: list | None = None, *,
+                 param: str | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers or []
+        self.param = param
 
     def body(self) -> bytes:
         """The JSON body a client sees."""
-        return error_body(self.status, self.code, self.message)
+        return error_body(self.status, self.code, self.message, self.param)
 
 
-def error_body(status: int, code: str, message: str) -> bytes:
+def error_body(status: int, code: str, message: str, param: str | None = None) -> bytes:
     """Encode one error object."""
-    error = {"message": message, "type": ERROR_TYPES.get(status, "server_error"), "param": None, "code": code}
+    error = {"message": message, "type": error_type(status), "param": param, "code": code}
     return json.dumps({"error": error}, separators=(",", ":")).encode()
+
+
+def error_type(status: int) -> str:
+    """OpenAI's error.type for a status: the table's, else by class (4xx the client's, 5xx ours)."""
+    return ERROR_TYPES.get(status) or ("invalid_request_error" if status < 500 else "server_error")
 
 
 def sse_error_event(status: int, code: str, message: str) -> bytes:

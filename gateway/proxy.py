@@ -2,6 +2,8 @@
 
 Timeouts: connect (the session's), first byte (until the engine's response headers — for a
 non-streaming request that is the whole generation), idle (between body reads).
+The engine's errors never reach the client as they are: every non-2xx answer, and an error event
+that ends a stream, is re-shaped into OpenAI's error body (gateway/engine_errors.py).
 """
 from __future__ import annotations
 
@@ -12,14 +14,15 @@ import re
 from dataclasses import dataclass
 
 from gateway import errors
-from gateway.http import SSE_HEADERS
+from gateway.engine_errors import MAX_ERROR_BODY, engine_error
+from gateway.http import JSON_HEADERS, SSE_HEADERS
 from gateway.snapshot import Upstream
 from gateway.sse import SseRelay
 from gateway.upstream import UpstreamClient, UpstreamError, UpstreamResponse
 
 log = logging.getLogger("gateway.proxy")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
-MAX_ERROR_BODY = 64 * 1024
+ERROR_BODY_SECONDS = 2.0  # for an engine's error answer to arrive whole (it comes with its headers, as a rule)
 FALLBACK_BUDGET = "fallback_budget"  # the failure kind of an engine slower than the fallback budget
 
 
@@ -57,10 +60,28 @@ async def open_upstream(client: UpstreamClient, upstream: Upstream, kind: str, p
         raise UpstreamFailure("first_byte_timeout", False, errors.upstream_timeout()) from None
     except UpstreamError:  # refused, reset, no connection within the connect timeout, closed before the headers
         raise UpstreamFailure("connect", True, errors.upstream_failed()) from None
-    if response.status >= 500:
+    if response.status >= 500:  # retried on another engine; the last one's message is the client's
+        error = engine_error(response.status, await error_body(response, ERROR_BODY_SECONDS))
         response.close()
-        raise UpstreamFailure(f"status_{response.status}", True, errors.upstream_failed())
+        raise UpstreamFailure(f"status_{response.status}", True, error)
     return response
+
+
+async def error_body(response: UpstreamResponse, timeout: float) -> bytes:
+    """An error answer's body, up to MAX_ERROR_BODY + 1 bytes (more is too large to use) within
+    `timeout`; what arrived by then if it is slower, or fails."""
+    parts, size = [], 0
+    try:
+        async with asyncio.timeout(timeout):
+            while size <= MAX_ERROR_BODY:
+                chunk = await response.readany()
+                if not chunk:
+                    break
+                parts.append(chunk)
+                size += len(chunk)
+    except (TimeoutError, UpstreamError):
+        pass
+    return b"".join(parts)[:MAX_ERROR_BODY + 1]
 
 
 async def first_chunk(response: UpstreamResponse, budget: float) -> bytes:
@@ -106,13 +127,24 @@ class ClientStream:
 
 
 async def relay_json(response: UpstreamResponse, client: ClientStream, record, idle: float) -> bytes:
-    """A non-streaming answer: read it whole, adopt its usage, send it on unchanged; returns it."""
+    """A non-streaming answer: read it whole, adopt its usage, send it on unchanged; returns it.
+
+    An error answer (not 2xx) goes out re-shaped instead, whatever its body was."""
+    if response.status >= 300:
+        error = engine_error(response.status, await error_body(response, min(idle, ERROR_BODY_SECONDS)))
+        record.mark_first_byte()
+        body = error.body()
+        await client.whole(error.status, [*JSON_HEADERS, *error.headers], body)
+        return body
     if response.complete:  # the usual case: small answers arrive with their headers
         body = await response.read()
     else:
         async with asyncio.timeout(idle):
             body = await response.read()
     record.mark_first_byte()
+    if body[:1] != b"{" and body.lstrip()[:1] != b"{":  # an HTML page from a proxy, a cut answer: not an answer
+        raise UpstreamFailure("not_json", True, errors.GatewayError(
+            502, "upstream_error", "The model server's answer was not a JSON object."))
     if response.status == 200:
         record.take_usage(usage_of(body))
     await client.whole(response.status, [(b"content-type", response.content_type or b"application/json")], body)
@@ -152,9 +184,13 @@ async def relay_stream(response: UpstreamResponse, client: ClientStream, record,
 
     `first` is the body's first chunk when it was already read (to meet a fallback budget).
     """
-    if response.status != 200:  # the engine refused the request (4xx): pass its JSON error on
+    if response.status != 200:  # the engine refused the request (4xx): its error, re-shaped
         await relay_json(response, client, record, idle)
         return
+    kind = (response.content_type or b"")[:17]  # a slice and a compare: a third of startswith()'s cost
+    if kind != b"text/event-stream" and kind.lower() != b"text/event-stream":
+        raise UpstreamFailure("not_sse", True, errors.GatewayError(  # a proxy's page: nothing went out yet
+            502, "upstream_error", "The model server's answer was not an event stream."))
     await client.start(200, SSE_HEADERS)
     try:
         await _pump(response, client, record, relay, idle, first)
@@ -169,6 +205,13 @@ async def relay_stream(response: UpstreamResponse, client: ClientStream, record,
             record.take_usage(relay.usage)
         else:
             _bill_streamed(record, relay)
+    error = relay.engine_error
+    if error is not None:  # the engine ended the stream with an error event: sent on re-shaped, and [DONE]
+        await client.body(b"", False)
+        if error.status >= 500:
+            raise UpstreamFailure("stream_error", False, error)  # counted against the engine
+        record.outcome = "client_error"
+        return
     if relay.cut:
         await _end_with_error(client, relay, 429, "budget_exceeded", "The token budget ran out mid-stream.")
     elif not relay.finished:
@@ -189,7 +232,7 @@ async def _pump(response, client: ClientStream, record, relay: SseRelay, idle: f
         out = relay.feed(chunk)
         if out:
             await client.body(out, True)
-        if relay.cut:
+        if relay.cut or relay.engine_error is not None:
             return  # the caller closes the engine's response, which aborts its generation
         chunk = None
 

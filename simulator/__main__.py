@@ -23,6 +23,9 @@ HELP = {
     "scheduling_policy": "waiting-queue order",
     "eos_probability": "per-token probability of ending early with finish_reason=stop",
     "seed": "base seed for generated text",
+    "max_num_queued_reqs": "requests waiting or running past which a new one gets vLLM's 503 (0: no limit)",
+    "fail_after_tokens": "fault injection: every generation fails after this many tokens, with vLLM's error "
+                         "event in a stream and its 500 otherwise (0: off)",
     "log_level": "log level of the HTTP server",
     "record_requests": "append every generation request received (headers and body) to this file",
 }

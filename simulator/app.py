@@ -214,7 +214,9 @@ class SimulatorApp:
             body = protocol.parse_json(raw)
             params = protocol.parse_request(body, chat, self.config, self.engine.max_request_tokens())
         except protocol.ProtocolError as exc:
-            return await send_bytes(send, exc.status, protocol.error_body(exc.message, exc.status))
+            return await send_bytes(send, exc.status, exc.body())
+        if self.config.max_num_queued_reqs and self.engine.unfinished() >= self.config.max_num_queued_reqs:
+            return await send_bytes(send, 503, protocol.error_body(protocol.QUEUE_FULL, 503))
         if params.sequences > 1 or params.continuous_usage:
             return await choices.serve(self, scope, receive, send, params, chat)
         rid = ("chatcmpl-" if chat else "cmpl-") + self._next_id()
@@ -235,7 +237,10 @@ class SimulatorApp:
                 answered = await self._stream(send, req, params)
             else:  # inline, not a coroutine of its own: wait, then send one JSON body
                 reason = await req.done
-                if reason != "abort":
+                if reason != "abort" and self._fails(req.num_output_tokens):  # vLLM's GenerationError
+                    await send_bytes(send, 500, protocol.error_body(protocol.GENERATION_FAILED, 500))
+                    answered = True
+                elif reason != "abort":
                     await send_bytes(send, 200, self._response_body(req, params, reason))
                     answered = True
         except OSError:
@@ -265,7 +270,7 @@ class SimulatorApp:
         # Headers go out at once (as with vLLM's StreamingResponse); the first
         # data chunk only arrives once the engine has produced a token.
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        queue, first = req.queue, True
+        queue, first, sent = req.queue, True, 0
         while True:
             items = [await queue.get()]
             while not queue.empty():  # coalesce tokens that piled up into one write
@@ -273,12 +278,27 @@ class SimulatorApp:
             done = items[-1] is None
             if done and req.finish_reason == "abort":
                 return False
+            if self.config.fail_after_tokens:
+                tokens = len(items) - done
+                if self._fails(sent + tokens):  # as vLLM ends a stream whose generation failed
+                    before = items[:self.config.fail_after_tokens - 1 - sent]  # the tokens ahead of the failing one
+                    chunks = self._chunks(enc, before, req, params, first=first) if before else \
+                        [enc.role_chunk()] if first and params.chat else []
+                    chunks += [protocol.stream_error_event(), enc.done()]
+                    await send({"type": "http.response.body", "body": "".join(chunks).encode(), "more_body": False})
+                    return False  # unanswered: the request is aborted, as vLLM's is
+                sent += tokens
             chunks = self._chunks(enc, items, req, params, first=first)
             first = False
             await send({"type": "http.response.body", "body": "".join(chunks).encode(),
                         "more_body": not done})
             if done:
                 return True
+
+    def _fails(self, tokens: int) -> bool:
+        """Fault injection (--fail-after-tokens N): a generation fails at its N-th token; a stream has sent
+        the N-1 before it."""
+        return 0 < self.config.fail_after_tokens <= tokens
 
     def _chunks(self, enc: protocol.StreamEncoder, items: list, req: Request,
                 params: protocol.GenerationParams, first: bool) -> list[str]:

@@ -26,6 +26,8 @@ class SimulatorConfig:
     enable_prefix_caching: bool = True
     eos_probability: float = 0.0
     seed: int = 0
+    max_num_queued_reqs: int = 0  # vLLM's admission limit (0: none): past it a request gets vLLM's 503
+    fail_after_tokens: int = 0  # fault injection (0: off): a generation fails after this many tokens
     log_level: str = "warning"
     record_requests: str = ""  # a file: every generation request received is appended to it (tests)
 

@@ -117,6 +117,10 @@ class Engine:
         self.start()
         self._wakeup.set()
 
+    def unfinished(self) -> int:
+        """Requests waiting or running (what vLLM's --max-num-queued-reqs bounds)."""
+        return len(self.waiting) + len(self.running)
+
     def enqueue(self, req: Request) -> None:
         """Put a request in the waiting queue without touching the loop (tests step manually)."""
         req.arrival_time = self._clock()

@@ -18,9 +18,15 @@ _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # What ``_dumps`` does for a str, without its method dispatch.
 _string = encode_basestring
 
-# HTTP status -> vLLM's ``error.type`` string.
-ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 405: "MethodNotAllowed",
-               500: "InternalServerError"}
+# HTTP status -> vLLM's ``error.type`` string (vllm/entrypoints/serve/exception_handling/error_response.py).
+ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError",
+               503: "Service Unavailable"}
+# What FastAPI's request validation (pydantic) failures get instead: the status's phrase.
+VALIDATION_TYPE = "Bad Request"
+# vllm.exceptions.QueueOverflowError and GenerationError, word for word.
+QUEUE_FULL = ("The engine is currently busy and cannot accept new requests. Please try again later or on a "
+              "different instance.")
+GENERATION_FAILED = "Internal server error"
 
 
 def dumps(obj: Any) -> bytes:
@@ -29,18 +35,42 @@ def dumps(obj: Any) -> bytes:
 
 
 class ProtocolError(Exception):
-    """A client error that maps to a vLLM-style error response."""
+    """A client error that maps to a vLLM-style error response (type and param as vLLM sets them)."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
+    def __init__(self, message: str, status: int = 400, err_type: Optional[str] = None,
+                 param: Optional[str] = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        self.err_type = err_type
+        self.param = param
+
+    def body(self) -> bytes:
+        return error_body(self.message, self.status, self.err_type, self.param)
 
 
-def error_body(message: str, status: int) -> bytes:
+def invalid(name: str, message: str, value: Any) -> ProtocolError:
+    """vLLM's VLLMValidationError: its message ends with the parameter and value, `param` names it."""
+    return ProtocolError(f"{message} (parameter={name}, value={value})", param=name)
+
+
+def not_valid_type(name: str, expected: str, value: Any) -> ProtocolError:
+    """A field of the wrong type: FastAPI's validation error, as vLLM's handler words it."""
+    kind = {"integer": "int_type", "object": "dict_type"}.get(expected, "value_error")
+    return ProtocolError(f"1 validation error:\n  {{'type': '{kind}', 'loc': ('body', '{name}'), "
+                         f"'msg': 'Input should be a valid {expected}', 'input': {value!r}}}",
+                         err_type=VALIDATION_TYPE, param=f"body.{name}")
+
+
+def error_body(message: str, status: int, err_type: Optional[str] = None, param: Optional[str] = None) -> bytes:
     """vLLM's current ErrorResponse shape: ``{"error": {message,type,param,code}}``."""
-    err_type = ERROR_TYPES.get(status, "BadRequestError")
-    return dumps({"error": {"message": message, "type": err_type, "param": None, "code": status}})
+    err_type = err_type or ERROR_TYPES.get(status, "BadRequestError")
+    return dumps({"error": {"message": message, "type": err_type, "param": param, "code": status}})
+
+
+def stream_error_event(message: str = GENERATION_FAILED, status: int = 500) -> str:
+    """The event vLLM ends a failed stream with (create_streaming_error_response), before [DONE]."""
+    return "data: " + json.dumps(json.loads(error_body(message, status))) + "\n\n"
 
 
 @dataclass(slots=True)
@@ -99,9 +129,9 @@ def _opt_int(body: dict, name: str, default: Optional[int], minimum: Optional[in
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ProtocolError(f"'{name}' must be an integer")
+        raise not_valid_type(name, "integer", value)
     if minimum is not None and value < minimum:
-        raise ProtocolError(f"'{name}' must be at least {minimum}, got {value}")
+        raise invalid(name, f"{name} must be at least {minimum}, got {value}.", value)
     return value
 
 
@@ -149,7 +179,8 @@ def _check_model(body: dict, config: SimulatorConfig) -> None:
     """404 unless ``model`` is absent or equals the served name (like vLLM)."""
     model = body.get("model")
     if model is not None and model != config.served_model_name:
-        raise ProtocolError(f"The model `{model}` does not exist.", 404)
+        raise ProtocolError(f"The model `{model}` does not exist. Valid aliases: {config.served_model_name}.", 404,
+                            "NotFoundError", "model")
 
 
 def _check_scheduling(body: dict, config: SimulatorConfig) -> tuple[int, Optional[str]]:
@@ -159,7 +190,7 @@ def _check_scheduling(body: dict, config: SimulatorConfig) -> tuple[int, Optiona
         raise ProtocolError(f"Got priority {priority} but Priority scheduling is not enabled.")
     salt = body.get("cache_salt")
     if salt is not None and (not isinstance(salt, str) or not salt):
-        raise ProtocolError("Parameter 'cache_salt' must be a non-empty string if provided.")
+        raise ProtocolError("Parameter 'cache_salt' must be a non-empty string if provided.", param="cache_salt")
     return priority, salt
 
 
@@ -170,20 +201,21 @@ def _stream_flags(body: dict) -> tuple[bool, bool, bool]:
     if options is None:
         return stream, False, False
     if not stream:
-        raise ProtocolError("Stream options can only be defined when `stream=True`.")
+        raise ProtocolError("Stream options can only be defined when `stream=True`.", param="stream_options")
     if not isinstance(options, dict):
-        raise ProtocolError("'stream_options' must be an object")
+        raise not_valid_type("stream_options", "object", options)
     include = bool(options.get("include_usage", False))
     # As in vLLM: continuous usage stats only come with include_usage.
     return stream, include, include and bool(options.get("continuous_usage_stats", False))
 
 
-def _max_tokens(body: dict, chat: bool) -> int:
-    """vLLM's order: chat prefers ``max_completion_tokens``; completions know only ``max_tokens``."""
+def _max_tokens(body: dict, chat: bool) -> tuple[str, int]:
+    """(field, value) in vLLM's order: chat prefers ``max_completion_tokens``; completions know only ``max_tokens``."""
     value = _opt_int(body, "max_completion_tokens", None, 1) if chat else None
-    if value is None:
-        value = _opt_int(body, "max_tokens", None, 1)
-    return DEFAULT_MAX_TOKENS if value is None else value
+    if value is not None:
+        return "max_completion_tokens", value
+    value = _opt_int(body, "max_tokens", None, 1)
+    return "max_tokens", DEFAULT_MAX_TOKENS if value is None else value
 
 
 def _choices(body: dict, stream: bool, sequences_per_choice: int) -> int:
@@ -192,7 +224,7 @@ def _choices(body: dict, stream: bool, sequences_per_choice: int) -> int:
     if body.get("use_beam_search") and stream:
         raise ProtocolError("Streaming is not currently supported with beam search")
     if n * sequences_per_choice > MAX_SEQUENCES:
-        raise ProtocolError(f"The request asks for {n * sequences_per_choice} sequences; at most {MAX_SEQUENCES}.")
+        raise invalid("n", f"The request asks for {n * sequences_per_choice} sequences; at most {MAX_SEQUENCES}.", n)
     return n
 
 
@@ -200,19 +232,29 @@ def parse_request(body: dict, chat: bool, config: SimulatorConfig, max_len: int)
     """Validate a (chat) completions request body into GenerationParams."""
     _check_model(body, config)
     prompts = [_chat_tokens(body)] if chat else _completion_prompts(body)
-    max_tokens = _max_tokens(body, chat)
+    field, max_tokens = _max_tokens(body, chat)
     stream, include_usage, continuous = _stream_flags(body)
     n = _choices(body, stream, len(prompts))
-    for tokens in prompts:
-        if len(tokens) + max_tokens > max_len:
-            raise ProtocolError(
-                f"This model's maximum context length is {max_len} tokens. However, you requested "
-                f"{len(tokens) + max_tokens} tokens ({len(tokens)} in the messages, {max_tokens} in "
-                "the completion). Please reduce the length of the messages or completion.")
+    # vLLM clamps each prompt's length on its own; one length for the batch here: the shortest room.
+    max_tokens = min(_fit_context(tokens, max_tokens, field, max_len) for tokens in prompts)
     priority, salt = _check_scheduling(body, config)
     return GenerationParams(chat, prompts[0], max_tokens, stream, include_usage, priority, salt,
                             _opt_int(body, "seed", None), bool(body.get("ignore_eos", False)),
                             prompts if len(prompts) > 1 else None, n, continuous)
+
+
+def _fit_context(tokens: list, max_tokens: int, field: str, max_len: int) -> int:
+    """vLLM 0.32's context rules: a prompt with no room for a token, or `max_tokens` past the context,
+    is a 400 (vllm/renderers/params.py); otherwise `max_tokens` is clamped to what fits (get_max_tokens)."""
+    if max_tokens > max_len:
+        raise invalid(field, f"{field}={max_tokens} cannot be greater than max_model_len={max_len}. "
+                             "Please request fewer output tokens.", max_tokens)
+    if len(tokens) >= max_len:
+        raise invalid("input_tokens", f"This model's maximum context length is {max_len} tokens. However, your "
+                                      f"prompt contains {len(tokens)} input tokens, which exceeds this limit even "
+                                      "without any output tokens. Please reduce the length of the input prompt.",
+                      len(tokens))
+    return min(max_tokens, max_len - len(tokens))
 
 
 # ---------------------------------------------------------------- responses

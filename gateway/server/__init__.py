@@ -13,12 +13,20 @@ What this server does, and how:
   yet (a stream waiting for its first token) leaves at the end of the event-loop iteration;
 - back-pressure both ways: reading pauses while a request body waits unread past `BODY_HIGH_WATER`,
   and `send` waits while the transport's write buffer is over its high-water mark;
-- limits: request line + headers at most `max_header_bytes` (431), a request whose headers have
-  not arrived within `header_timeout` is dropped (slow-loris), so is one whose body stops arriving
-  for `body_timeout`, idle keep-alive connections close after `keep_alive_timeout`; all checked
-  by one sweep per second, not a timer per request;
-- errors: a malformed request gets 400 and the connection closes; an application error before
-  the response started gets 500, after it the connection closes (the client sees a cut answer);
+- limits: request line + headers at most `max_header_bytes` (414 for the URL alone, else 431) and
+  `max_headers` fields (431); a request whose headers have not arrived within `header_timeout` gets
+  408 (slow-loris), so does one whose body pauses for `body_timeout`, or arrives slower than
+  `body_timeout` + 1 s per `body_min_rate` bytes, or takes longer than `body_deadline` in all;
+  idle keep-alive connections close after `keep_alive_timeout`; all checked by one sweep per
+  second, not a timer per request;
+- errors: every refusal is an OpenAI-shaped JSON error (`gateway.errors`), then the connection
+  closes. Bytes that are not HTTP/1.1 get 400, and so does framing llhttp lets through but this
+  server does not serve: a coding ahead of `chunked` (501, RFC 9112 6.1) and Transfer-Encoding in
+  HTTP/1.0 (400); a version other than 1.0/1.1 gets 505. Requests parsed whole before the bad
+  bytes are answered first, in order; the request the bad bytes belong to is not (its
+  application sees a disconnect). Trailer fields are read and dropped (never merged into the
+  headers). HTTP/1.0 connections close after their answer. An application error before the
+  response started gets 500, after it the connection closes (the client sees a cut answer);
 - `Date` on every response (cached per second); no `Server` header;
 - graceful stop on SIGTERM/SIGINT: stop accepting, close idle connections, let requests in flight
   finish (up to `graceful_timeout`), then the ASGI lifespan's shutdown.
@@ -56,13 +64,14 @@ class HttpServer:
 
     def __init__(self, app, *, host: str = "127.0.0.1", port: int = 8001, backlog: int = 4096,
                  keep_alive_timeout: float = 5.0, header_timeout: float = 10.0, body_timeout: float = 30.0,
-                 max_header_bytes: int = 64 * 1024,
+                 body_min_rate: float = 1024.0, body_deadline: float = 300.0,
+                 max_header_bytes: int = 64 * 1024, max_headers: int = 100,
                  graceful_timeout: float = 30.0, lifespan: bool = True, share=None, install_signals: bool = True):
         self.app, self.host, self.port, self.backlog = app, host, port, backlog
         self.lifespan = Lifespan(app) if lifespan else None
         self.state = ServerState(app, keep_alive_timeout=keep_alive_timeout, header_timeout=header_timeout,
-                                 body_timeout=body_timeout,
-                                 max_header_bytes=max_header_bytes, share=share)
+                                 body_timeout=body_timeout, body_min_rate=body_min_rate, body_deadline=body_deadline,
+                                 max_header_bytes=max_header_bytes, max_headers=max_headers, share=share)
         self.graceful_timeout = graceful_timeout
         self.install_signals = install_signals
         self.started = False

@@ -5,8 +5,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from gateway.server.wire import (BODY_HIGH_WATER, CONNECTION, CONTENT_LENGTH, CONTINUE, DISCONNECT, ORDINARY,
-                                 header_kind, plain_response, status_line)
+from gateway.server.wire import (APP_FAILED, BODY_HIGH_WATER, CONNECTION, CONTENT_LENGTH, CONTINUE, DISCONNECT,
+                                 ORDINARY, header_kind, status_line)
 
 log = logging.getLogger("gateway.server")
 
@@ -80,14 +80,14 @@ class Cycle:
             if not isinstance(error, asyncio.CancelledError):
                 log.exception("the application failed on %s %s", self.scope["method"], self.scope["path"])
             if not self.started and not conn.closed:
-                conn.write(plain_response(500, "Internal Server Error"))
+                conn.write(APP_FAILED)
             conn.close()
             if isinstance(error, (KeyboardInterrupt, SystemExit)):
                 raise
         else:
             if not self.complete:  # the application returned without finishing its response
                 if not self.started and not conn.closed:
-                    conn.write(plain_response(500, "Internal Server Error"))
+                    conn.write(APP_FAILED)
                 conn.close()
         finally:
             self.task = None

@@ -47,6 +47,7 @@ class GatewayServer:
 
     @classmethod
     def start(cls, **overrides) -> "GatewayServer":
+        from gateway.__main__ import body_limits
         from gateway.app import build_app
         from gateway.server import HttpServer
 
@@ -58,7 +59,8 @@ class GatewayServer:
         overrides.setdefault("dedup_prefix", f"sy:test:{run}:dedup")  # and its cached answers
         app = build_app(**overrides)
         port = free_port()
-        server = HttpServer(app, host="127.0.0.1", port=port, install_signals=False)  # as `python -m gateway`
+        server = HttpServer(app, host="127.0.0.1", port=port, install_signals=False,  # as `python -m gateway`
+                            **body_limits())
         thread = threading.Thread(target=server.run, daemon=True, name=f"gateway-{port}")
         thread.start()
         deadline = time.monotonic() + 20
