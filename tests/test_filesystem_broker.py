@@ -1,8 +1,10 @@
 """The embedded broker (kombu's filesystem transport, controlplane/broker.py) never hands out half a message.
 
 Stock kombu creates a message file and then writes it, and a consumer may take the file in between:
-it reads nothing, the JSON error kills its connection and the worker stops taking tasks. Two
-producers and a consumer polling as fast as it can must move every message intact.
+it reads nothing, the JSON error kills its connection and the worker stops taking tasks. It also
+creates an exchange's binding table with a truncating open before locking it, so a second producer
+binding at once read an empty table and its publish died (seen in CI: one producer's 1,000 messages
+never sent). Producers and a consumer polling as fast as it can must move every message intact.
 """
 import threading
 
@@ -15,17 +17,21 @@ MESSAGES = 1000
 def test_concurrent_producers_and_a_fast_consumer_lose_and_break_nothing(tmp_path):
     if settings.CELERY_BROKER_URL == "filesystem://":  # the embedded default uses this transport
         assert settings.CELERY_BROKER_TRANSPORT == "controlplane.broker:Transport"
-    options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path), "polling_interval": 0.001}
+    options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path),
+               "control_folder": str(tmp_path / "control"), "polling_interval": 0.001}
     received, errors = [], []
 
     def connection():
         return Connection("filesystem://", transport="controlplane.broker:Transport", transport_options=options)
 
     def produce(worker):
-        with connection() as conn:
-            queue = conn.SimpleQueue("race")
-            for n in range(MESSAGES):
-                queue.put({"worker": worker, "n": n})
+        try:
+            with connection() as conn:
+                queue = conn.SimpleQueue("race")
+                for n in range(MESSAGES):
+                    queue.put({"worker": worker, "n": n})
+        except Exception as exc:
+            errors.append(exc)
 
     def consume():
         with connection() as conn:
@@ -48,3 +54,33 @@ def test_concurrent_producers_and_a_fast_consumer_lose_and_break_nothing(tmp_pat
         thread.join(timeout=120)
     assert errors == []
     assert sorted(received) == [(w, n) for w in (0, 1) for n in range(MESSAGES)]
+
+
+def test_queues_bound_at_once_are_all_in_the_exchange_table(tmp_path):
+    """Every binding made concurrently to one exchange lands in its table, and no bind raises."""
+    from controlplane.broker import Transport
+
+    for attempt in range(20):
+        control = tmp_path / f"control-{attempt}"
+        options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path),
+                   "control_folder": str(control)}
+        errors, start = [], threading.Barrier(8)
+
+        def bind(n):
+            with Connection("filesystem://", transport=Transport, transport_options=options) as conn:
+                channel = conn.default_channel
+                start.wait()
+                try:
+                    channel._queue_bind("fanout-x", f"key-{n}", "", f"queue-{n}")
+                except Exception as exc:
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=bind, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        with Connection("filesystem://", transport=Transport, transport_options=options) as conn:
+            table = conn.default_channel.get_table("fanout-x")
+        assert errors == []
+        assert sorted(q.queue for q in table) == [f"queue-{n}" for n in range(8)]
