@@ -9,8 +9,10 @@ under a name consumers skip, then renamed into place, which is atomic on one fil
 Binding a queue has the same race in the control folder: kombu checks that the exchange file exists,
 then creates it with a truncating open and locks it afterwards, so a second producer can lock and
 read the still-empty file (the JSON error kills its publish) or truncate a table just written. Here
-the file is opened without truncation, locked, then read and rewritten under the lock; an empty
-file is an empty table.
+a new exchange file is put in place whole (written aside, then linked), and an existing one is
+locked before it is read and rewritten. And kombu's process-wide state lets a second thread skip a
+binding the first is still writing, whose messages then found no queue and were dropped silently:
+a binding this process made counts before its file holds it.
 """
 import fcntl
 import os
@@ -37,11 +39,17 @@ class Channel(filesystem.Channel):
 
 
     def get_table(self, exchange):
+        # kombu's process-wide state marks a binding made before its file is written, and a second
+        # thread then skips binding: what this process bound counts even before the file holds it.
+        bound_here = [_binding(*meta) for meta in self.state.exchanges.get(exchange, {}).get("table", [])]
+        return list(dict.fromkeys([*self._table_in_file(exchange), *bound_here]))
+
+    def _table_in_file(self, exchange):
         path = self._exchange_file(exchange)
         try:
             with open(path, "rb") as table:
                 fcntl.flock(table.fileno(), fcntl.LOCK_SH)
-                return [filesystem.exchange_queue_t(*q) for q in _read_table(table)]
+                return [filesystem.exchange_queue_t(*q) for q in loads(bytes_to_str(table.read()))]
         except FileNotFoundError:
             return []
         except OSError as exc:
@@ -50,23 +58,38 @@ class Channel(filesystem.Channel):
     def _queue_bind(self, exchange, routing_key, pattern, queue):
         path = self._exchange_file(exchange)
         self.control_folder.mkdir(parents=True, exist_ok=True)
-        binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        binding = _binding(routing_key, pattern, queue)
         try:
-            with open(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+b", buffering=0) as table:
-                fcntl.flock(table.fileno(), fcntl.LOCK_EX)  # released when the file closes
-                queues = [filesystem.exchange_queue_t(*q) for q in _read_table(table)]
-                if binding not in queues:
-                    table.seek(0)
-                    table.truncate()
-                    table.write(str_to_bytes(dumps([binding, *queues])))
+            if not self._create_table(path, binding):
+                self._add_binding(path, binding)
         except OSError as exc:
             raise ChannelError(f"Cannot open {path}") from exc
 
+    def _create_table(self, path, binding):
+        """Puts a new exchange file in place whole (False when one exists): it is never seen empty."""
+        draft = path.with_name(f".draft-{uuid.uuid4().hex}")
+        draft.write_bytes(str_to_bytes(dumps([binding])))
+        try:
+            os.link(draft, path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            draft.unlink()
 
-def _read_table(table):
-    """The bindings in an exchange file: a file created but not yet written holds none."""
-    text = bytes_to_str(table.read())
-    return loads(text) if text.strip() else []
+    def _add_binding(self, path, binding):
+        with open(path, "r+b", buffering=0) as table:
+            fcntl.flock(table.fileno(), fcntl.LOCK_EX)  # released when the file closes
+            queues = [filesystem.exchange_queue_t(*q) for q in loads(bytes_to_str(table.read()))]
+            if binding not in queues:
+                table.seek(0)
+                table.truncate()
+                table.write(str_to_bytes(dumps([binding, *queues])))
+
+
+def _binding(routing_key, pattern, queue):
+    """One row of an exchange table, as kombu writes it to the file (None stored as "")."""
+    return filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
 
 
 class Transport(filesystem.Transport):

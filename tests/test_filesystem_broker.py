@@ -84,3 +84,19 @@ def test_queues_bound_at_once_are_all_in_the_exchange_table(tmp_path):
             table = conn.default_channel.get_table("fanout-x")
         assert errors == []
         assert sorted(q.queue for q in table) == [f"queue-{n}" for n in range(8)]
+
+
+def test_a_fanout_message_reaches_each_bound_queue_once(tmp_path):
+    """The bindings this process made and those in the file are one table, not two."""
+    from kombu import Exchange, Queue
+
+    options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path),
+               "control_folder": str(tmp_path / "control")}
+    with Connection("filesystem://", transport="controlplane.broker:Transport", transport_options=options) as conn:
+        exchange = Exchange("broadcast", type="fanout")
+        queues = [Queue(f"listener-{n}", exchange)(conn.default_channel) for n in range(2)]
+        for queue in queues:
+            queue.declare()
+        conn.Producer().publish({"hello": 1}, exchange=exchange, declare=[exchange])
+        assert [queue.get() is not None for queue in queues] == [True, True]
+        assert [queue.get() for queue in queues] == [None, None]
