@@ -38,7 +38,7 @@ def create_rows(model_name: str, urls: list[str], policy: str | None, key_rpm: i
     from apikeys.services import create_api_key
     from audit.actor import Actor
     from audit.services import record_event
-    from fleet.models import Deployment, Instance, RuntimeBackend
+    from fleet.models import Deployment, Instance, BuiltinRuntime
     from fleet.states import InstanceState
     from models_registry.models import Model, ModelVersion
     from quotas.models import LIMIT_BOUNDS, QuotaPolicy
@@ -57,7 +57,7 @@ def create_rows(model_name: str, urls: list[str], policy: str | None, key_rpm: i
     spec = {"routing_policy": policy} if policy and _has_field(Deployment, "routing_policy") else {}
     with transaction.atomic():
         deployment = Deployment.objects.create(
-            tenant=tenant, name="bench", model_version=version, runtime_backend=RuntimeBackend.SIMULATOR,
+            tenant=tenant, name="bench", model_version=version, runtime_backend=BuiltinRuntime.SIMULATOR,
             simulator_params={"scheduling_policy": "priority"}, **spec)
         record_event(actor=actor, action="fleet.deployment.create", tenant=tenant, target=deployment)
         for url in urls:

@@ -3,6 +3,7 @@
 A bad value fails at start-up with the variable's name, never later in a request.
 Secrets may also come from `NAME_FILE` (a path), so they need not sit in the environment.
 """
+import json
 import os
 import re
 import secrets
@@ -65,6 +66,20 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ImproperSetting(f"{name} must be one of {', '.join(choices)}, got {value!r}")
     return value
+
+
+def env_json_object(name: str, default: dict) -> dict:
+    """A JSON object from NAME (its members replace the default's), or the default when unset."""
+    raw = env_str(name)
+    if raw is None:
+        return dict(default)
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperSetting(f"{name} must be a JSON object: {exc}") from None
+    if not isinstance(value, dict):
+        raise ImproperSetting(f"{name} must be a JSON object, got {type(value).__name__}")
+    return {**default, **value}
 
 
 def env_header(name: str, value: str) -> tuple[str, str] | None:

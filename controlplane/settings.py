@@ -9,8 +9,10 @@ from pathlib import Path
 
 import dj_database_url
 
+from controlplane.backends_setting import runtime_backends
 from controlplane.env import (
-    ImproperSetting, env_bool, env_choice, env_float, env_header, env_int, env_list, env_secret, env_str,
+    ImproperSetting, env_bool, env_choice, env_float, env_header, env_int, env_json_object, env_list, env_secret,
+    env_str,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -311,6 +313,12 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Fleet (docs/fleet.md) ---
+# Runtime backends by name (docs/runtime-backends.md): each a class and the options its constructor takes.
+# SWITCHYARD_RUNTIME_BACKENDS (JSON) adds entries or replaces these; `"name": null` removes one.
+SWITCHYARD_RUNTIME_BACKENDS = runtime_backends(env_json_object("SWITCHYARD_RUNTIME_BACKENDS", {
+    "local": {"class": "fleet.runtime.local.LocalBackend", "label": "Local vLLM processes"},
+    "simulator": {"class": "fleet.runtime.simulator.SimulatorBackend", "label": "Simulated engine"},
+}), "SWITCHYARD_RUNTIME_BACKENDS")
 # Engines are tagged with this install's namespace and token (fleet/install.py); empty derives the
 # namespace from the install id, unique per database. A sweep never touches another install's engines.
 SWITCHYARD_FLEET_NAMESPACE = env_str("SWITCHYARD_FLEET_NAMESPACE", "")
@@ -321,6 +329,9 @@ SWITCHYARD_FLEET_BACKOFF_MAX_SECONDS = env_int("SWITCHYARD_FLEET_BACKOFF_MAX_SEC
 SWITCHYARD_FLEET_STABLE_SECONDS = env_int("SWITCHYARD_FLEET_STABLE_SECONDS", 600, minimum=0)
 SWITCHYARD_FLEET_HEALTH_FAILURES = env_int("SWITCHYARD_FLEET_HEALTH_FAILURES", 3, minimum=1, maximum=100)
 SWITCHYARD_FLEET_PROBE_TIMEOUT_SECONDS = env_float("SWITCHYARD_FLEET_PROBE_TIMEOUT_SECONDS", 2.0)
+# Engines probed at once in a health pass, and the longest a pass may hold its lease (the task's time limit).
+SWITCHYARD_FLEET_PROBE_CONCURRENCY = env_int("SWITCHYARD_FLEET_PROBE_CONCURRENCY", 16, minimum=1, maximum=256)
+SWITCHYARD_FLEET_HEALTH_PASS_SECONDS = 60
 SWITCHYARD_FLEET_START_DEADLINE_SECONDS = env_int("SWITCHYARD_FLEET_START_DEADLINE_SECONDS", 300, minimum=5)
 SWITCHYARD_FLEET_DRAIN_DEADLINE_SECONDS = env_int("SWITCHYARD_FLEET_DRAIN_DEADLINE_SECONDS", 60, minimum=0)
 SWITCHYARD_FLEET_STOP_GRACE_SECONDS = env_int("SWITCHYARD_FLEET_STOP_GRACE_SECONDS", 10, minimum=0, maximum=300)

@@ -2,8 +2,15 @@
 
 A process that is alive but hung fails the probe by timeout; N consecutive failures mark it
 failed. A `starting` instance is not counted against N, but it has a start-up deadline.
+
+A pass observes every engine concurrently (network and /proc only, at most
+SWITCHYARD_FLEET_PROBE_CONCURRENCY at once, so a fleet of hung engines costs one timeout, not one
+per engine), then records and acts on what it saw one instance at a time. A lease keeps a second
+pass from starting while one runs. Backends that observe their engines themselves (a watch on
+Kubernetes pods) are left out.
 """
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -11,7 +18,7 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
-from fleet import metrics
+from fleet import leases, metrics
 from fleet.models import Instance
 from fleet.runtime import get_backend
 from fleet.states import RUNNING_STATES, InstanceState
@@ -47,25 +54,49 @@ def new_client() -> httpx.Client:
     return httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 1.0)))
 
 
+@dataclass(frozen=True)
+class Observation:
+    alive: bool
+    probe: Probe | None = None
+
+
 def check_all() -> dict:
-    """Probe every instance whose engine should be running."""
-    counts: dict[str, int] = {}
-    with new_client() as client:
-        for instance in Instance.objects.filter(state__in=RUNNING_STATES).select_related("deployment"):
-            outcome = check_instance(instance, client)
-            counts[outcome] = counts.get(outcome, 0) + 1
-    return counts
+    """Probe every instance whose engine should be running (skipped while another pass runs)."""
+    with leases.held("fleet.health_check", ttl=settings.SWITCHYARD_FLEET_HEALTH_PASS_SECONDS) as ours:
+        if not ours:
+            return {"skipped": 1}
+        instances = [i for i in Instance.objects.filter(state__in=RUNNING_STATES).select_related("deployment")
+                     if get_backend(i.deployment.runtime_backend).probed_by_fleet]
+        counts: dict[str, int] = {}
+        with new_client() as client, ThreadPoolExecutor(settings.SWITCHYARD_FLEET_PROBE_CONCURRENCY) as pool:
+            seen = pool.map(lambda instance: observe(instance, client), instances)
+            for instance, observation in zip(instances, seen):
+                outcome = act(instance, observation)
+                counts[outcome] = counts.get(outcome, 0) + 1
+        return counts
 
 
 def check_instance(instance: Instance, client: httpx.Client) -> str:
     """Probe one instance and act on it; returns what happened, for the task result."""
+    return act(instance, observe(instance, client))
+
+
+def observe(instance: Instance, client: httpx.Client) -> Observation:
+    """What the engine looks like now; touches no database (it runs in the probe threads)."""
+    if not get_backend(instance.deployment.runtime_backend).is_alive(instance):
+        return Observation(alive=False)
+    return Observation(alive=True, probe=probe(instance.endpoint_url, client))
+
+
+def act(instance: Instance, observation: Observation) -> str:
+    """Record one observation and move the instance on accordingly."""
     backend = get_backend(instance.deployment.runtime_backend)
-    if not backend.is_alive(instance):
+    if not observation.alive:
         if instance.state == S.DRAINING:
             return "draining"  # the drain task stops it and records the stop
         fail_instance(instance.pk, "engine process exited")
         return "died"
-    result = probe(instance.endpoint_url, client)
+    result = observation.probe
     record_probe(instance.pk, ok=result.ok, error=result.error, metrics=result.metrics)
     if instance.state == S.STARTING:
         return _check_starting(instance, backend, result)

@@ -1,13 +1,16 @@
 """Deployments say what should run; instances record what does run."""
 from django.db import models
 
+from fleet.runtime import backend_choices
 from fleet.states import InstanceState
 
 MAX_REPLICAS = 64
 MAX_PARALLEL_PRODUCT = 64
 
 
-class RuntimeBackend(models.TextChoices):
+class BuiltinRuntime(models.TextChoices):
+    """Names of the runtime backends Switchyard ships; the configured ones (any name) are the field's choices."""
+
     LOCAL = "local", "Local vLLM processes"
     SIMULATOR = "simulator", "Simulated engine"
 
@@ -25,7 +28,7 @@ class Deployment(models.Model):
     name = models.SlugField(max_length=63)
     model_version = models.ForeignKey("models_registry.ModelVersion", on_delete=models.PROTECT,
                                       related_name="deployments")
-    runtime_backend = models.CharField(max_length=16, choices=RuntimeBackend.choices, default=RuntimeBackend.LOCAL)
+    runtime_backend = models.CharField(max_length=16, choices=backend_choices, default=BuiltinRuntime.LOCAL)
     min_replicas = models.PositiveIntegerField(default=1)
     max_replicas = models.PositiveIntegerField(default=1)
     warm_pool_size = models.PositiveIntegerField(default=0)
@@ -106,6 +109,9 @@ class Instance(models.Model):
     failure_reason = models.CharField(max_length=500, blank=True, default="")
     pending_reason = models.CharField(max_length=300, blank=True, default="",
                                       help_text="Why a pending instance has not started yet (e.g. host capacity).")
+    launch_claim = models.CharField(max_length=32, blank=True, default="",
+                                    help_text="The worker launching this pending instance (no row lock is held meanwhile).")
+    launch_claimed_at = models.DateTimeField(null=True, blank=True)
     log_tail = models.TextField(blank=True, default="")
 
     class Meta:
@@ -118,3 +124,14 @@ class Instance(models.Model):
     @property
     def name(self) -> str:
         return f"instance-{self.pk}"
+
+
+class Lease(models.Model):
+    """A named, expiring lock held across workers and hosts: one periodic pass of a kind runs at a time."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    holder = models.CharField(max_length=32, blank=True, default="")
+    expires_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"lease {self.name} until {self.expires_at:%H:%M:%S}"

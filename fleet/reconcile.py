@@ -1,12 +1,14 @@
 """Converge a deployment's instances on its desired state, through its runtime backend.
 
-Two phases, each holding the deployment row lock (`select_for_update`), so concurrent reconciles
-of one deployment queue behind each other and never plan the same instance twice:
-  1. plan — create `pending` rows up to the target, drain the extras; committed before anything
-     is launched, so the orphan sweep can always tell a fresh engine from an orphan;
-  2. launch — start every due `pending` instance (the backend adopts an engine a crashed worker
-     had already launched for it) and record it as `starting`; one the host has no room for
-     stays `pending` with the reason, and so do the rest of the deployment's.
+  1. plan — under the deployment row lock (`select_for_update`), so concurrent reconciles of one
+     deployment queue behind each other and never plan the same instance twice: create `pending`
+     rows up to the target, drain the extras; committed before anything is launched, so the orphan
+     sweep can always tell a fresh engine from an orphan;
+  2. launch — for every due `pending` instance: claim it (committed), start it with no lock held
+     (the backend adopts an engine a crashed worker had already launched for it), then record it
+     as `starting` — or stop what started if the instance was stopped or removed meanwhile
+     (fleet/launching.py). One the host has no room for stays `pending` with the reason, and so
+     do the rest of the deployment's.
 Health checks move `starting` to `ready`; `fleet.drain` and `fleet.replace_failed` stop processes.
 """
 import logging
@@ -16,9 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.services import record_event
-from fleet import backoff
+from fleet import backoff, launching
 from fleet.models import Deployment, DeploymentStatus, Instance
-from fleet.runtime import BACKENDS, get_backend
+from fleet.runtime import backend_names, get_backend
 from fleet.runtime.base import NoCapacity
 from fleet.runtime.capacity import WAITING_FOR_CAPACITY
 from fleet.states import LIVE_STATES, RUNNING_STATES, TERMINAL_STATES, InstanceState
@@ -93,7 +95,7 @@ def _scale_down(instance: Instance) -> None:
 
 
 def _launch(deployment_id: int) -> int:
-    """Start the due pending instances, each in its own transaction; stop at the first the host has no room for."""
+    """Start the due pending instances one by one; stop at the first the host has no room for."""
     due = _due_instances(deployment_id)
     launched = 0
     for position, instance_id in enumerate(due):
@@ -121,30 +123,23 @@ def _due_instances(deployment_id: int) -> list[int]:
     return due
 
 
-@transaction.atomic
 def _launch_one(deployment_id: int, instance_id: int) -> bool:
-    # Under the deployment lock, so a scale-down or delete never plans around a launch half done; one
-    # instance per transaction, so the audit chain head is never held across several launches.
-    deployment = _lock(deployment_id)
-    if deployment is None or deployment.status == DeploymentStatus.DELETING:
+    """Claim (commit) → start (no lock held: a backend may wait on a slow API) → record what started."""
+    claim = launching.claim(deployment_id, instance_id)
+    if claim is None:
         return False
-    # Still pending? The API's drain (no deployment lock) may have stopped it since it was listed:
-    # starting it now would leave an engine no row accounts for.
-    instance = (Instance.objects.select_for_update(of=("self",)).select_related("deployment__model_version__model")
-                .filter(pk=instance_id, state=S.PENDING).first())
-    if instance is None:
-        return False
+    instance, token = claim
+    backend = get_backend(instance.deployment.runtime_backend)
     try:
-        launched = get_backend(deployment.runtime_backend).start(instance)
+        launched = backend.start(instance)
     except NoCapacity:
+        launching.give_up(instance_id, token)
         raise
     except Exception as exc:  # a bad spec or missing engine must fail the instance, not the worker
         logger.exception("could not start %s", instance)
         fail_instance(instance.pk, f"start failed: {exc}")
         return False
-    try_transition(instance.pk, S.STARTING, endpoint_url=launched.endpoint_url, port=launched.port,
-                   runtime_handle=launched.handle, pending_reason="")
-    return True
+    return launching.record(instance, token, launched, backend)
 
 
 def _enqueue_follow_ups(deployment_id: int) -> None:
@@ -185,16 +180,19 @@ def _remove_if_deleted(deployment_id: int) -> bool:
 
 
 def sweep_orphans() -> list[int]:
-    """Stop engines that no instance accounts for (a worker died between launch and record, a row was removed)."""
-    running: set[int] = set()
-    for name in BACKENDS:
-        running |= set(get_backend(name).running())
-    accounted = _accounted_instances(running)
-    orphans = sorted(running - accounted)
-    for instance_id in orphans:
-        logger.warning("stopping orphan engine of instance %s", instance_id)
-        get_backend(next(iter(BACKENDS))).stop_orphan(instance_id, settings.SWITCHYARD_FLEET_STOP_GRACE_SECONDS)
-    return orphans
+    """Stop engines that no instance accounts for (a worker died between launch and record, a row was removed).
+
+    Each orphan is stopped by the backend that reported it: only that backend knows how to reach it.
+    """
+    reported = {name: set(get_backend(name).running()) for name in backend_names()}
+    accounted = _accounted_instances(set().union(*reported.values()))
+    stopped: set[int] = set()
+    for name, running in reported.items():
+        for instance_id in sorted(running - accounted - stopped):
+            logger.warning("stopping orphan engine of instance %s (%s backend)", instance_id, name)
+            get_backend(name).stop_orphan(instance_id, settings.SWITCHYARD_FLEET_STOP_GRACE_SECONDS)
+            stopped.add(instance_id)
+    return sorted(stopped)
 
 
 def _accounted_instances(ids: set[int]) -> set[int]:

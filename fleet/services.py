@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from audit.actor import Actor
 from audit.services import record_event
+from fleet import launching
 from fleet.models import Deployment, DeploymentStatus, Instance
 from fleet.states import InstanceState
 from fleet.transitions import transition_instance
@@ -94,9 +95,9 @@ def drain_instance(instance: Instance, *, actor: Actor, deadline_seconds: float 
     # Decide on the locked row, not the caller's copy: a worker may have launched it meanwhile, and a
     # launched engine marked stopped would run on with no row accounting for it.
     instance = Instance.objects.select_for_update(of=("self",)).get(pk=instance.pk)
-    if instance.state == InstanceState.PENDING:
+    if instance.state == InstanceState.PENDING and not launching.in_progress(instance):
         instance = transition_instance(instance.pk, InstanceState.STOPPED, actor=actor, released_at=timezone.now())
-    else:
+    else:  # a pending instance whose engine is being started drains too: stopped only once that start is done
         deadline = timezone.now() + timedelta(seconds=deadline_seconds)
         instance = transition_instance(instance.pk, InstanceState.DRAINING, actor=actor, drain_deadline=deadline)
         transaction.on_commit(lambda: drain.delay(instance.pk))

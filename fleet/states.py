@@ -13,7 +13,8 @@ class InstanceState(models.TextChoices):
 
 S = InstanceState
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
-    S.PENDING: frozenset({S.STARTING, S.STOPPED, S.FAILED}),
+    # Draining a pending instance whose engine a worker is starting right now (fleet/launching.py).
+    S.PENDING: frozenset({S.STARTING, S.DRAINING, S.STOPPED, S.FAILED}),
     # A launched engine is stopped only through draining: `stopped` promises its process is gone.
     S.STARTING: frozenset({S.READY, S.DRAINING, S.FAILED}),
     S.READY: frozenset({S.DRAINING, S.FAILED}),

@@ -2,6 +2,7 @@
 from django.conf import settings
 from django.utils import timezone
 
+from fleet import launching
 from fleet.health import new_client, probe
 from fleet.reconcile import wake_capacity_waiters
 from fleet.models import Instance
@@ -17,6 +18,8 @@ def drain_step(instance_id: int) -> bool:
     instance = Instance.objects.select_related("deployment").filter(pk=instance_id).first()
     if instance is None or instance.state != S.DRAINING:
         return True
+    if launching.in_progress(instance):
+        return False  # a worker is starting its engine right now: stop it once that start is recorded
     past_deadline = instance.drain_deadline is None or timezone.now() >= instance.drain_deadline
     if not past_deadline and _requests_running(instance) > 0:
         return False

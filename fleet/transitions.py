@@ -10,6 +10,7 @@ from fleet.views import instance_view
 
 FLEET = Actor.system("fleet")
 UPDATABLE = frozenset({"endpoint_url", "port", "runtime_handle", "failure_reason", "pending_reason", "log_tail",
+                       "launch_claim", "launch_claimed_at",
                        "released_at", "drain_deadline", "consecutive_health_failures", "last_health_ok",
                        "last_health_error", "last_health_at", "metrics"})
 

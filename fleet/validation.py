@@ -4,7 +4,8 @@ from dataclasses import fields
 from django.core.exceptions import ValidationError
 
 from fleet.caps import check_caps
-from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS, RuntimeBackend
+from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS
+from fleet.runtime import backend_names, get_backend
 
 # Flags the fleet itself sets on a simulator; a deployment may not override them.
 RESERVED_SIMULATOR_PARAMS = frozenset({"host", "port", "served_model_name"})
@@ -16,7 +17,7 @@ def validate_spec(deployment) -> None:
     _check_version(deployment, errors)
     _check_replicas(deployment, errors)
     _check_parallelism(deployment, errors)
-    _check_simulator_params(deployment, errors)
+    _check_runtime(deployment, errors)
     _check_fallback(deployment, errors)
     if not errors.keys() & {"min_replicas", "max_replicas", "tensor_parallel_size", "pipeline_parallel_size"}:
         check_caps(deployment, errors)
@@ -49,25 +50,24 @@ def _check_parallelism(deployment, errors: dict) -> None:
         return
     if tp * pp > MAX_PARALLEL_PRODUCT:
         errors["tensor_parallel_size"] = f"tensor × pipeline parallel size must be at most {MAX_PARALLEL_PRODUCT}."
-    elif deployment.runtime_backend == RuntimeBackend.LOCAL and tp * pp > 1:
-        name = "tensor_parallel_size" if tp > 1 else "pipeline_parallel_size"
-        errors[name] = "The local CPU runtime runs one single-process engine per instance; use 1."
 
 
-def _check_simulator_params(deployment, errors: dict) -> None:
+def _check_runtime(deployment, errors: dict) -> None:
+    """The backend must be configured; it then judges what it can run (parallelism, its own parameters)."""
+    if deployment.runtime_backend not in backend_names():
+        errors["runtime_backend"] = (f"No runtime backend named {deployment.runtime_backend!r}; "
+                                     f"configured: {', '.join(backend_names())}.")
+        return
     params = deployment.simulator_params or {}
     if not isinstance(params, dict):
         errors["simulator_params"] = "Must be an object of simulator flags."
         return
-    if params and deployment.runtime_backend != RuntimeBackend.SIMULATOR:
-        errors["simulator_params"] = "Only the simulator runtime takes simulator parameters."
-        return
-    problem = _simulator_params_problem(params)
-    if problem:
-        errors["simulator_params"] = problem
+    for field, problem in get_backend(deployment.runtime_backend).spec_errors(deployment).items():
+        errors.setdefault(field, problem)
 
 
-def _simulator_params_problem(params: dict) -> str | None:
+def simulator_params_problem(params: dict) -> str | None:
+    """Why `params` are not valid flags of `python -m simulator`, or None."""
     from simulator.config import SimulatorConfig
 
     allowed = {f.name: type(f.default) for f in fields(SimulatorConfig)}

@@ -1,7 +1,8 @@
 """Deploying and scaling from the console."""
 from django import forms
 
-from fleet.models import MAX_REPLICAS, RuntimeBackend
+from fleet.models import MAX_REPLICAS, BuiltinRuntime
+from fleet.runtime import backend_choices
 from models_registry.models import Model, ModelVersion, VersionStatus
 
 
@@ -13,7 +14,7 @@ class DeployForm(forms.Form):
     tenant = forms.ChoiceField(help_text="Shared pools serve every tenant; only platform admins create them.")
     name = forms.SlugField(max_length=63)
     model_version = forms.ModelChoiceField(queryset=ModelVersion.objects.none(), label="Model version")
-    runtime_backend = forms.ChoiceField(choices=RuntimeBackend.choices, initial=RuntimeBackend.SIMULATOR)
+    runtime_backend = forms.ChoiceField(choices=backend_choices, initial=BuiltinRuntime.SIMULATOR)
     min_replicas = _count("Minimum replicas", 1)
     max_replicas = _count("Maximum replicas", 1, 1)
     warm_pool_size = _count("Warm pool", 0)

@@ -4,7 +4,8 @@ from rest_framework import serializers
 
 from controlplane.api.fields import storable_json
 from controlplane.api.restricted import RestrictedFieldsMixin
-from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS, Deployment, Instance, RuntimeBackend
+from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS, BuiltinRuntime, Deployment, Instance
+from fleet.runtime import backend_choices
 
 
 class InstanceSerializer(RestrictedFieldsMixin, serializers.ModelSerializer):
@@ -49,7 +50,8 @@ class DeploymentCreateSerializer(serializers.Serializer):
     tenant = serializers.CharField(required=False, allow_null=True, help_text="Tenant slug; omit for a shared pool.")
     name = serializers.SlugField(max_length=63)
     model_version = serializers.IntegerField(min_value=1)
-    runtime_backend = serializers.ChoiceField(choices=RuntimeBackend.choices, default=RuntimeBackend.LOCAL)
+    runtime_backend = serializers.ChoiceField(choices=backend_choices(), default=BuiltinRuntime.LOCAL,
+                                              help_text="A runtime backend configured in SWITCHYARD_RUNTIME_BACKENDS.")
     min_replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, default=1)
     max_replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, required=False)
     warm_pool_size = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, default=0)
@@ -60,6 +62,10 @@ class DeploymentCreateSerializer(serializers.Serializer):
     simulator_params = serializers.DictField(required=False, default=dict, validators=[storable_json])
     fallback_model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
                                                 help_text="Model the gateway uses when this one is saturated or slow.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["runtime_backend"].choices = backend_choices()  # the setting may change after import
 
     def validate(self, attrs):
         attrs.setdefault("max_replicas", max(attrs["min_replicas"], 1))

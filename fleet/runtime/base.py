@@ -28,6 +28,9 @@ class RuntimeBackend(ABC):
     name: str = ""
     # How long an engine may take from launch to its first healthy /health.
     start_deadline_seconds: float = 300.0
+    # Whether the fleet's periodic health pass probes this backend's engines; a backend that watches
+    # them itself (Kubernetes pods) reports readiness and deaths through its own observer instead.
+    probed_by_fleet: bool = True
 
     @abstractmethod
     def start(self, instance) -> Launched:
@@ -43,6 +46,12 @@ class RuntimeBackend(ABC):
     @abstractmethod
     def is_alive(self, instance) -> bool:
         """Whether the instance's engine still exists (it may still be unhealthy)."""
+
+    def spec_errors(self, deployment) -> dict[str, str]:
+        """Field → problem for what this backend cannot run; by default it takes no simulator parameters."""
+        if deployment.simulator_params:
+            return {"simulator_params": "Only the simulator runtime takes simulator parameters."}
+        return {}
 
     def serves_endpoint(self, instance) -> bool:
         """Whether what answers at the instance's endpoint is its own engine (not whoever took the port)."""

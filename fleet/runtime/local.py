@@ -26,6 +26,14 @@ class LocalBackend(ProcessBackend):
             return list(flags)
         return [settings.SWITCHYARD_ENGINE_PYTHON, "-m", VLLM_MODULE, *flags]
 
+    def spec_errors(self, deployment) -> dict[str, str]:
+        errors = super().spec_errors(deployment)
+        if deployment.tensor_parallel_size > 1:
+            errors["tensor_parallel_size"] = "The local CPU runtime runs one single-process engine per instance; use 1."
+        elif deployment.pipeline_parallel_size > 1:
+            errors["pipeline_parallel_size"] = "The local CPU runtime runs one single-process engine per instance; use 1."
+        return errors
+
     def extra_env(self, instance) -> dict[str, str]:
         return {"VLLM_CPU_KVCACHE_SPACE": str(settings.SWITCHYARD_ENGINE_CPU_KVCACHE_GIB), "HF_HUB_OFFLINE": "1",
                 "TRANSFORMERS_OFFLINE": "1"}

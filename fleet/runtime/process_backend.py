@@ -40,8 +40,9 @@ class ProcessBackend(RuntimeBackend):
             if reason:
                 raise NoCapacity(reason)
             port = processes.free_port()
-            return processes.spawn(self.argv(instance, port), owner=owner, instance_id=instance.pk, port=port,
-                                   env={**self.extra_env(instance), **need.environment()}, cwd=str(settings.BASE_DIR))
+            return processes.spawn(self.argv(instance, port), owner=owner, backend=self.name, instance_id=instance.pk,
+                                   port=port, env={**self.extra_env(instance), **need.environment()},
+                                   cwd=str(settings.BASE_DIR))
 
     def need(self, instance) -> capacity.Need:
         """The estimate, or more if this deployment's ready engines were measured bigger."""
@@ -77,7 +78,12 @@ class ProcessBackend(RuntimeBackend):
 
     def running(self) -> dict[int, dict]:
         found = processes.tagged_processes(engine_owner())
-        return {iid: processes.leader_handle(procs) or procs[0] for iid, procs in found.items()}
+        return {iid: processes.leader_handle(procs) or procs[0] for iid, procs in found.items()
+                if any(self._launched(proc) for proc in procs)}
+
+    def _launched(self, proc: dict) -> bool:
+        # An engine started before engines carried their backend's name is claimed by every process backend.
+        return proc.get("backend", "") in ("", self.name)
 
     def stop_orphan(self, instance_id: int, grace: float) -> bool:
         return processes.kill_instance(engine_owner(), instance_id, grace)

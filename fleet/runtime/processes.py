@@ -21,11 +21,12 @@ NAMESPACE_VAR = "SWITCHYARD_FLEET_NAMESPACE"
 TOKEN_VAR = "SWITCHYARD_ENGINE_TOKEN"
 INSTANCE_VAR = "SWITCHYARD_INSTANCE_ID"
 PORT_VAR = "SWITCHYARD_INSTANCE_PORT"
+BACKEND_VAR = "SWITCHYARD_RUNTIME_BACKEND"  # which configured backend launched it (it reports and stops it)
 # What the engine was admitted with (fleet/runtime/capacity.py), read back by every install's admission.
 MEMORY_VAR = "SWITCHYARD_ENGINE_MEMORY_BYTES"
 CPUS_VAR = "SWITCHYARD_ENGINE_CPUS"
 GPUS_VAR = "SWITCHYARD_ENGINE_GPUS"
-TAGS = (NAMESPACE_VAR, TOKEN_VAR, INSTANCE_VAR, PORT_VAR, MEMORY_VAR, CPUS_VAR, GPUS_VAR)
+TAGS = (NAMESPACE_VAR, TOKEN_VAR, INSTANCE_VAR, PORT_VAR, BACKEND_VAR, MEMORY_VAR, CPUS_VAR, GPUS_VAR)
 _TAG_BYTES = tuple(tag.encode() for tag in TAGS)
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -57,11 +58,12 @@ def log_path(namespace: str, instance_id: int) -> Path:
     return Path(settings.SWITCHYARD_ENGINE_LOG_DIR) / namespace / f"instance-{instance_id}.log"
 
 
-def spawn(argv: list[str], *, owner: EngineOwner, instance_id: int, port: int, env: dict, cwd: str) -> dict:
+def spawn(argv: list[str], *, owner: EngineOwner, backend: str, instance_id: int, port: int, env: dict,
+          cwd: str) -> dict:
     """Launch `argv` as a new session leader, output to the instance's log; return its handle."""
     path = log_path(owner.namespace, instance_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tags = {**owner.environment(), INSTANCE_VAR: str(instance_id), PORT_VAR: str(port)}
+    tags = {**owner.environment(), INSTANCE_VAR: str(instance_id), PORT_VAR: str(port), BACKEND_VAR: backend}
     with open(path, "ab") as log:
         proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env, **tags}, stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -134,7 +136,7 @@ def engine_processes() -> list[tuple[dict, dict]]:
         fields = stat_fields(int(entry.name))
         if fields and fields[0] != "Z":
             found.append((tags, {"pid": int(entry.name), "pgid": int(fields[2]), "start_time": int(fields[19]),
-                                 "port": _int(tags.get(PORT_VAR))}))
+                                 "port": _int(tags.get(PORT_VAR)), "backend": tags.get(BACKEND_VAR, "")}))
     return found
 
 

@@ -29,6 +29,12 @@ class SimulatorBackend(ProcessBackend):
                 "--served-model-name", deployment.model_version.model.name,
                 *simulator_flags(deployment.simulator_params or {})]
 
+    def spec_errors(self, deployment) -> dict[str, str]:
+        from fleet.validation import simulator_params_problem
+
+        problem = simulator_params_problem(deployment.simulator_params or {})
+        return {"simulator_params": problem} if problem else {}
+
     def estimate(self, instance) -> Need:
         """A small Python process (about 30 MB resident)."""
         return Need(memory_bytes=settings.SWITCHYARD_SIMULATOR_MEMORY_MB * MIB,

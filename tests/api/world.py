@@ -18,7 +18,7 @@ from apikeys.models import ApiKey
 from apikeys.scopes import Scope
 from audit.actor import Actor
 from audit.models import AuditEvent
-from fleet.models import Deployment, Instance, RuntimeBackend
+from fleet.models import Deployment, Instance, BuiltinRuntime
 from fleet.services import create_deployment
 from models_registry.models import Model, ModelVersion
 from models_registry.services import create_version, publish_version, register_model
@@ -82,9 +82,9 @@ def _registry() -> ModelVersion:
 
 def _fleet(tenant, version) -> None:
     deployment = create_deployment(tenant=tenant, name="fuzz", model_version=version, actor=SYSTEM,
-                                   runtime_backend=RuntimeBackend.SIMULATOR, gpu_type="cpu")
+                                   runtime_backend=BuiltinRuntime.SIMULATOR, gpu_type="cpu")
     create_deployment(tenant=None, name="shared-fuzz", model_version=version, actor=SYSTEM,
-                      runtime_backend=RuntimeBackend.SIMULATOR)
+                      runtime_backend=BuiltinRuntime.SIMULATOR)
     Instance.objects.create(deployment=deployment, state="ready", endpoint_url="http://127.0.0.1:9/", port=9,
                             runtime_handle={"pid": 1})
     Instance.objects.create(deployment=deployment)

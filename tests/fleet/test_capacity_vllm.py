@@ -11,7 +11,7 @@ import pytest
 
 from audit.actor import Actor
 from fleet import services
-from fleet.models import Instance, RuntimeBackend
+from fleet.models import Instance, BuiltinRuntime
 from fleet.runtime import capacity, processes
 from fleet.runtime.capacity import GIB, MIB
 from fleet.runtime.local import LocalBackend
@@ -41,7 +41,7 @@ def host_for_two(settings, tiny_coder):
     settings.SWITCHYARD_FLEET_HEALTH_FAILURES = 5
     settings.SWITCHYARD_HOST_RESERVED_MEMORY_MB = RESERVE_MB
     deployment = services.create_deployment(tenant=None, name="too-big", model_version=tiny_coder, actor=FLEET,
-                                            runtime_backend=RuntimeBackend.LOCAL, min_replicas=0, max_replicas=4)
+                                            runtime_backend=BuiltinRuntime.LOCAL, min_replicas=0, max_replicas=4)
     need = LocalBackend().need(Instance(deployment=deployment))
     host = capacity.observe()
     held = sum(e.holds_bytes for e in host.engines)

@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 
 from fleet import reconcile
-from fleet.models import Deployment, Instance, RuntimeBackend
+from fleet.models import Deployment, Instance, BuiltinRuntime
 from tests.fleet.conftest import engine_pids, make_version
 
 pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks need PostgreSQL")
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="row l
 @pytest.mark.django_db(transaction=True)
 def test_two_reconciles_at_once_start_exactly_the_target():
     deployment = Deployment.objects.create(name="race", model_version=make_version(), min_replicas=2,
-                                           max_replicas=2, runtime_backend=RuntimeBackend.SIMULATOR,
+                                           max_replicas=2, runtime_backend=BuiltinRuntime.SIMULATOR,
                                            simulator_params={"decode_ms_per_token": 1.0})
     barrier = threading.Barrier(2)
     errors = []

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from fleet import services
-from fleet.models import Instance, RuntimeBackend
+from fleet.models import Instance, BuiltinRuntime
 from fleet.runtime import capacity, get_backend
 from fleet.runtime.base import NoCapacity
 from fleet.runtime.capacity import GIB, MIB, EngineUse, Host, Need
@@ -81,7 +81,7 @@ def test_a_local_engine_needs_its_runtime_kv_cache_and_weights_as_served(setting
     published_version.artifact_uri = str(model_dir)
     published_version.dtype = "float32"  # the CPU engine widens bf16 weights to 4 bytes
     deployment = services.create_deployment(tenant=None, name="local", model_version=published_version, actor=FLEET,
-                                            runtime_backend=RuntimeBackend.LOCAL, min_replicas=0)
+                                            runtime_backend=BuiltinRuntime.LOCAL, min_replicas=0)
     need = LocalBackend().estimate(Instance(deployment=deployment))
     assert need == Need(memory_bytes=2048 * MIB + GIB + 6 * MIB, cpus=1, gpus=0)
 
@@ -98,7 +98,7 @@ def two_cores_free(settings, no_reserve):
 def test_a_deployment_bigger_than_the_host_starts_what_fits_and_the_rest_wait_with_the_reason(
         two_cores_free, published_version, charlie, client):
     deployment = services.create_deployment(tenant=None, name="big", model_version=published_version, actor=FLEET,
-                                            runtime_backend=RuntimeBackend.SIMULATOR, min_replicas=4, max_replicas=4,
+                                            runtime_backend=BuiltinRuntime.SIMULATOR, min_replicas=4, max_replicas=4,
                                             simulator_params={"decode_ms_per_token": 1.0})
     most = []
 
@@ -133,7 +133,7 @@ def test_two_workers_racing_for_the_last_core_start_one_engine(settings, publish
     settings.SWITCHYARD_HOST_CPUS = int(sum(e.admitted.cpus for e in capacity.engine_uses())) + 1
     settings.SWITCHYARD_SIMULATOR_CPUS = 1
     deployment = services.create_deployment(tenant=None, name="race", model_version=published_version, actor=FLEET,
-                                            runtime_backend=RuntimeBackend.SIMULATOR, min_replicas=0, max_replicas=2)
+                                            runtime_backend=BuiltinRuntime.SIMULATOR, min_replicas=0, max_replicas=2)
     instances = [Instance.objects.create(deployment=deployment) for _ in range(2)]
     barrier, outcomes = threading.Barrier(2), []
 

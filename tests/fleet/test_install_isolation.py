@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from fleet import health, reconcile
 from fleet.install import current_install, engine_owner, namespace_for
-from fleet.models import Deployment, Install, Instance, RuntimeBackend
+from fleet.models import Deployment, Install, Instance, BuiltinRuntime
 from fleet.runtime import get_backend, processes
 from fleet.states import InstanceState
 from tests.fleet.conftest import NAMESPACE
@@ -31,7 +31,8 @@ def launch_foreign(instance_id: int, *, argv=None) -> dict:
     port = processes.free_port()
     argv = argv or [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port),
                     "--served-model-name", "tiny-coder"]
-    return processes.spawn(argv, owner=other_install(), instance_id=instance_id, port=port, env={}, cwd=".")
+    return processes.spawn(argv, owner=other_install(), backend="simulator", instance_id=instance_id, port=port,
+                           env={}, cwd=".")
 
 
 def alive_pids(owner) -> set[int]:
@@ -41,7 +42,7 @@ def alive_pids(owner) -> set[int]:
 @pytest.fixture
 def deployment(published_version):
     return Deployment.objects.create(name="mine", model_version=published_version, min_replicas=1, max_replicas=1,
-                                     runtime_backend=RuntimeBackend.SIMULATOR)
+                                     runtime_backend=BuiltinRuntime.SIMULATOR)
 
 
 def test_a_foreign_engine_with_our_instance_id_is_not_adopted(deployment):
@@ -80,7 +81,7 @@ def test_an_engine_whose_port_another_process_answers_on_never_becomes_ready(dep
         port = int(url.rsplit(":", 1)[1])
         instance = Instance.objects.create(deployment=deployment)
         sleeper = processes.spawn([sys.executable, "-c", "import time; time.sleep(60)"], owner=engine_owner(),
-                                  instance_id=instance.pk, port=port, env={}, cwd=".")
+                                  backend="simulator", instance_id=instance.pk, port=port, env={}, cwd=".")
         Instance.objects.filter(pk=instance.pk).update(state=S.STARTING, port=port, endpoint_url=url,
                                                        runtime_handle=sleeper)
         with health.new_client() as client:

@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 
 from fleet import health, reconcile, services, stopping
-from fleet.models import Deployment, Instance, RuntimeBackend
+from fleet.models import Deployment, Instance, BuiltinRuntime
 from fleet.states import LIVE_STATES, InstanceState
 from fleet.transitions import FLEET
 from tests.fleet.conftest import engine_pids, make_version
@@ -58,7 +58,7 @@ def test_interleaved_fleet_work_never_exceeds_the_desired_count(settings):
     settings.SWITCHYARD_FLEET_BACKOFF_BASE_SECONDS = 0
     settings.SWITCHYARD_FLEET_BACKOFF_MAX_SECONDS = 0
     deployment = Deployment.objects.create(name="busy", model_version=make_version(), min_replicas=2, max_replicas=3,
-                                           runtime_backend=RuntimeBackend.SIMULATOR,
+                                           runtime_backend=BuiltinRuntime.SIMULATOR,
                                            simulator_params={"decode_ms_per_token": 1.0})
     rng, stop, errors, violations = random.Random(15), threading.Event(), [], []
 

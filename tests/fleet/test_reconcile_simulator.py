@@ -4,7 +4,7 @@ import signal
 
 from audit.models import AuditEvent
 from fleet import reconcile, services
-from fleet.models import Deployment, Instance, RuntimeBackend
+from fleet.models import Deployment, Instance, BuiltinRuntime
 from fleet.runtime import get_backend
 from fleet.states import InstanceState
 from fleet.transitions import FLEET
@@ -17,7 +17,7 @@ FAST = {"prefill_ms_per_token": 0.01, "decode_ms_per_token": 1.0}
 
 def deploy(version, replicas=2, **spec):
     return services.create_deployment(tenant=None, name="sim", model_version=version, min_replicas=replicas,
-                                      max_replicas=max(replicas, 4), runtime_backend=RuntimeBackend.SIMULATOR,
+                                      max_replicas=max(replicas, 4), runtime_backend=BuiltinRuntime.SIMULATOR,
                                       simulator_params=FAST, actor=FLEET, **spec)
 
 
@@ -59,7 +59,7 @@ def test_a_hung_engine_fails_its_probes_and_is_replaced(published_version):
 
 def test_reconcile_adopts_an_engine_a_crashed_worker_launched_but_never_recorded(published_version):
     deployment = Deployment.objects.create(name="adopt", model_version=published_version, min_replicas=1,
-                                           max_replicas=1, runtime_backend=RuntimeBackend.SIMULATOR,
+                                           max_replicas=1, runtime_backend=BuiltinRuntime.SIMULATOR,
                                            simulator_params=FAST)
     instance = Instance.objects.create(deployment=deployment)  # committed pending row…
     launched = get_backend("simulator").start(instance)  # …engine started, then the worker died
@@ -72,7 +72,7 @@ def test_reconcile_adopts_an_engine_a_crashed_worker_launched_but_never_recorded
 
 def test_the_sweep_kills_engines_no_instance_accounts_for(published_version):
     deployment = Deployment.objects.create(name="orphans", model_version=published_version, min_replicas=0,
-                                           max_replicas=1, runtime_backend=RuntimeBackend.SIMULATOR)
+                                           max_replicas=1, runtime_backend=BuiltinRuntime.SIMULATOR)
     gone = Instance(pk=999_999, deployment=deployment)  # a row that was never committed
     stopped = Instance.objects.create(deployment=deployment, state=S.STOPPED)
     backend = get_backend("simulator")

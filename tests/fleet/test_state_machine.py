@@ -2,7 +2,7 @@
 import pytest
 
 from audit.models import AuditEvent
-from fleet.models import Deployment, Instance, RuntimeBackend
+from fleet.models import Deployment, Instance, BuiltinRuntime
 from fleet.states import ALLOWED_TRANSITIONS, InstanceState, InvalidTransition, check_transition
 from fleet.transitions import transition_instance, try_transition
 
@@ -30,7 +30,7 @@ def test_the_happy_path_is_allowed():
 
 def test_transition_stamps_time_and_records_a_system_audit_event(published_version):
     deployment = Deployment.objects.create(name="d", model_version=published_version,
-                                           runtime_backend=RuntimeBackend.SIMULATOR)
+                                           runtime_backend=BuiltinRuntime.SIMULATOR)
     instance = Instance.objects.create(deployment=deployment)
     moved = transition_instance(instance.pk, S.STARTING, endpoint_url="http://127.0.0.1:1")
     assert moved.state == S.STARTING and moved.starting_at is not None

@@ -118,10 +118,10 @@ def make_model_version(name: str, **fields):
 
 def add_deployment(version, *, tenant, name: str, urls: list[str], **fields):
     """An active deployment with one ready instance per URL, committed and audited like the service does."""
-    from fleet.models import Deployment, Instance, RuntimeBackend
+    from fleet.models import Deployment, Instance, BuiltinRuntime
     from fleet.states import InstanceState
 
-    fields.setdefault("runtime_backend", RuntimeBackend.SIMULATOR)
+    fields.setdefault("runtime_backend", BuiltinRuntime.SIMULATOR)
     with transaction.atomic():
         deployment = Deployment.objects.create(tenant=tenant, name=name, model_version=version, **fields)
         record_event(actor=SYSTEM, action="fleet.deployment.create", tenant=tenant, target=deployment)

@@ -69,7 +69,7 @@ class Command(BaseCommand):
 
     def _demo_deployment(self, tenant, actor, wanted: str) -> str:
         """tiny-coder for the demo tenant: real vLLM when the engine venv exists, else the simulator."""
-        from fleet.models import Deployment, RuntimeBackend
+        from fleet.models import Deployment, BuiltinRuntime
         from fleet.services import create_deployment
         from models_registry.services import ensure_tiny_coder
 
@@ -77,10 +77,10 @@ class Command(BaseCommand):
         if existing is not None:
             return existing.runtime_backend
         if wanted == "simulator":
-            runtime = RuntimeBackend.SIMULATOR
+            runtime = BuiltinRuntime.SIMULATOR
         else:
-            runtime = RuntimeBackend.LOCAL if self._built_tiny_model() else RuntimeBackend.SIMULATOR
-            if wanted == "local" and runtime != RuntimeBackend.LOCAL:
+            runtime = BuiltinRuntime.LOCAL if self._built_tiny_model() else BuiltinRuntime.SIMULATOR
+            if wanted == "local" and runtime != BuiltinRuntime.LOCAL:
                 raise CommandError("--runtime local, but the tiny model could not be built for the engine")
         version = ensure_tiny_coder(model_dir=self._model_dir(), actor=actor)
         create_deployment(tenant=tenant, name=DEMO_DEPLOYMENT, model_version=version, actor=actor,
