@@ -73,6 +73,11 @@ def _local_path(uri: str) -> Path:
     return path
 
 
+def local_relative_path(uri: str) -> str:
+    """A local artifact's path relative to the model root (where a volume of model directories holds it)."""
+    return _local_path(uri).relative_to(model_root()).as_posix()
+
+
 def _file_uri_path(uri: str) -> str:
     parts = urlsplit(uri)
     if parts.netloc not in ("", "localhost"):

@@ -159,13 +159,24 @@ def _type_error(flag: Flag, value) -> str | None:
 
 
 def render_vllm_argv(version, *, model_path: str, served_model_name: str, port: int, host: str = "127.0.0.1",
-                     cpu: bool = True) -> list[str]:
-    """CLI arguments for `python -m vllm.entrypoints.openai.api_server` serving `version`."""
+                     cpu: bool = True, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1) -> list[str]:
+    """CLI arguments for `python -m vllm.entrypoints.openai.api_server` serving `version`.
+
+    One renderer for every runtime backend: the local and the Kubernetes engines get the same flags.
+    """
     from models_registry.profiles import effective_engine_args
 
     argv = ["--model", str(model_path), "--served-model-name", served_model_name, "--host", host, "--port", str(port)]
     argv += _dtype_args(version, cpu=cpu) + _quantization_args(version)
+    if tensor_parallel_size > 1:
+        argv += ["--tensor-parallel-size", str(tensor_parallel_size)]
+    if pipeline_parallel_size > 1:
+        argv += ["--pipeline-parallel-size", str(pipeline_parallel_size)]
     args = {"enable_prompt_tokens_details": True, **effective_engine_args(version)}
+    # The deployment's sizes decide how many devices an engine gets (and what it requests from its
+    # runtime): a version's own parallel flags would contradict them.
+    for name in ("tensor_parallel_size", "pipeline_parallel_size"):
+        args.pop(name, None)
     for name, value in args.items():
         flag = ENGINE_FLAGS[name]
         if not (cpu and flag.gpu_only):
