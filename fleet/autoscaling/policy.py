@@ -1,0 +1,175 @@
+"""The scaling policy as a pure function: (rules, recent signals, current size, clock) → a decision.
+
+No database, no clock of its own, no randomness: the autoscale task gathers samples and calls
+`decide`, and tests drive it with any sequence they like. Rules follow production practice:
+- scale up when, for a whole window, waiting requests per serving instance stay above a
+  threshold, or KV-cache usage stays above its threshold, or the gateway's p95 TTFT stays above
+  the SLO; by a step proportional to the excess, at most `max_step`, after the up cooldown;
+- scale down by one after an idle window (load per instance under the low-water mark the whole
+  time), never below min, never while a rollout or drain is in progress, after the down cooldown
+  and not within the down cooldown of a scale-up (hysteresis: the low-water mark sits well under
+  the up threshold, and a window must hold throughout, so a signal oscillating around either
+  threshold moves nothing);
+- with min 0, the last instance goes only after a longer idle period with no request at all;
+  a deployment at zero wakes on the first request (the gateway asks: `wake`).
+"""
+import math
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Rules:
+    min_replicas: int
+    max_replicas: int
+    queue_per_instance: float = 8.0  # waiting requests per serving instance that mean "too few"
+    kv_cache_usage: float = 0.90
+    ttft_p95_slo_ms: float | None = None
+    up_window_seconds: float = 20.0
+    low_water_per_instance: float = 1.0  # running + waiting per serving instance that means "idle"
+    idle_window_seconds: float = 300.0
+    zero_after_idle_seconds: float = 900.0
+    cooldown_up_seconds: float = 60.0
+    cooldown_down_seconds: float = 300.0
+    max_step: int = 2
+    sample_interval_seconds: float = 5.0  # how often samples come: a window is covered within one interval
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One look at a deployment's serving engines (sums over them) and its gateway traffic."""
+
+    at: float
+    serving: int
+    waiting: float = 0.0
+    running: float = 0.0
+    kv_cache_usage: float | None = None  # mean over serving instances, 0..1
+    ttft_p95_ms: float | None = None
+    requests: int = 0  # requests the gateway received for it since the previous sample
+
+
+@dataclass(frozen=True)
+class Situation:
+    now: float
+    serving: int  # the serving size the deployment is at now (its desired serving replicas)
+    last_scale_up_at: float | None = None
+    last_scale_down_at: float | None = None
+    busy: bool = False  # a rollout or a drain in progress: never scale down then
+    wake_requested: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # "hold", "up" or "down"
+    from_serving: int
+    to_serving: int
+    rule: str
+    signals: dict
+    reason: str
+
+    @property
+    def changes(self) -> bool:
+        return self.to_serving != self.from_serving
+
+
+def decide(rules: Rules, samples: list[Sample], situation: Situation) -> Decision:
+    """What to do now; `hold` when nothing should change."""
+    current = situation.serving
+    signals = _signals(samples)
+    if current < rules.min_replicas:
+        return _move(current, rules.min_replicas, "min", signals, f"below the minimum of {rules.min_replicas}")
+    if current > rules.max_replicas:
+        return _move(current, rules.max_replicas, "max", signals, f"above the maximum of {rules.max_replicas}")
+    if current == 0:
+        return _wake(rules, samples, situation, signals)
+    return _scale_up(rules, samples, situation, signals) or _scale_down(rules, samples, situation, signals) or \
+        _hold(current, signals, "within its rules")
+
+
+def _wake(rules: Rules, samples: list[Sample], situation: Situation, signals: dict) -> Decision:
+    demand = situation.wake_requested or any(s.waiting > 0 or s.requests > 0 for s in _recent(samples, situation,
+                                                                                                rules.up_window_seconds))
+    if demand and rules.max_replicas > 0:
+        return _move(0, max(1, rules.min_replicas), "wake", signals, "a request arrived for a deployment at zero")
+    return _hold(0, signals, "asleep (scaled to zero)")
+
+
+def _scale_up(rules: Rules, samples: list[Sample], situation: Situation, signals: dict) -> Decision | None:
+    current = situation.serving
+    if current >= rules.max_replicas or _cooling(situation.last_scale_up_at, rules.cooldown_up_seconds, situation):
+        return None
+    window = _window(samples, situation, rules.up_window_seconds, rules.sample_interval_seconds)
+    if not window:
+        return None
+    wanted, rule, reason = _wanted_for_load(rules, window, current)
+    if wanted <= current:
+        return None
+    target = min(rules.max_replicas, current + min(rules.max_step, wanted - current))
+    return _move(current, target, rule, signals, reason)
+
+
+def _wanted_for_load(rules: Rules, window: list[Sample], current: int) -> tuple[int, str, str]:
+    """The serving size the window's least-loaded moment still asks for (0 when no rule fires)."""
+    queue = min(s.waiting / max(s.serving, 1) for s in window)
+    if queue > rules.queue_per_instance:
+        wanted = math.ceil(current * queue / rules.queue_per_instance)
+        return wanted, "queue", (f"{queue:.1f} waiting per instance > {rules.queue_per_instance:g} "
+                                 f"for {rules.up_window_seconds:g} s")
+    kv = [s.kv_cache_usage for s in window]
+    if None not in kv and min(kv) > rules.kv_cache_usage:
+        return current + 1, "kv_cache", f"KV cache {min(kv):.0%} used > {rules.kv_cache_usage:.0%}"
+    ttft = [s.ttft_p95_ms for s in window]
+    if rules.ttft_p95_slo_ms is not None and None not in ttft and min(ttft) > rules.ttft_p95_slo_ms:
+        return current + 1, "ttft", f"p95 TTFT {min(ttft):.0f} ms > SLO {rules.ttft_p95_slo_ms:g} ms"
+    return 0, "", ""
+
+
+def _scale_down(rules: Rules, samples: list[Sample], situation: Situation, signals: dict) -> Decision | None:
+    current = situation.serving
+    if situation.busy or current <= rules.min_replicas:
+        return None
+    if _cooling(situation.last_scale_down_at, rules.cooldown_down_seconds, situation) or \
+            _cooling(situation.last_scale_up_at, rules.cooldown_down_seconds, situation):
+        return None
+    to_zero = current == 1
+    seconds = max(rules.idle_window_seconds, rules.zero_after_idle_seconds) if to_zero else rules.idle_window_seconds
+    window = _window(samples, situation, seconds, rules.sample_interval_seconds)
+    if not window or any(_load(s) >= rules.low_water_per_instance for s in window):
+        return None
+    if to_zero and any(s.requests or s.waiting or s.running for s in window):
+        return None
+    rule = "scale-to-zero" if to_zero else "idle"
+    return _move(current, current - 1, rule, signals,
+                 f"load under {rules.low_water_per_instance:g} per instance for {seconds:g} s")
+
+
+def _load(sample: Sample) -> float:
+    return (sample.running + sample.waiting) / max(sample.serving, 1)
+
+
+def _window(samples: list[Sample], situation: Situation, seconds: float, interval: float) -> list[Sample]:
+    """The samples of the last `seconds`, or [] when they do not reach back that far (no gaps allowed)."""
+    recent = _recent(samples, situation, seconds)
+    if not recent or recent[0].at > situation.now - seconds + interval:
+        return []
+    steps = [b.at - a.at for a, b in zip(recent, recent[1:])] + [situation.now - recent[-1].at]
+    return recent if max(steps) <= 2 * interval else []
+
+
+def _recent(samples: list[Sample], situation: Situation, seconds: float) -> list[Sample]:
+    return sorted((s for s in samples if situation.now - seconds <= s.at <= situation.now), key=lambda s: s.at)
+
+
+def _cooling(last: float | None, seconds: float, situation: Situation) -> bool:
+    return last is not None and situation.now - last < seconds
+
+
+def _signals(samples: list[Sample]) -> dict:
+    return asdict(max(samples, key=lambda s: s.at)) if samples else {}
+
+
+def _move(current: int, target: int, rule: str, signals: dict, reason: str) -> Decision:
+    return Decision("up" if target > current else "down", current, target, rule, signals, reason)
+
+
+def _hold(current: int, signals: dict, reason: str) -> Decision:
+    return Decision("hold", current, current, "", signals, reason)
