@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds .venv-scan: checkov and hadolint for tests/deploy, apart from .venv (checkov would downgrade
+# Builds .venv-scan: checkov, hadolint and shellcheck for tests/deploy, apart from .venv (checkov would downgrade
 # packages the control plane uses). Idempotent: rebuilt only when requirements-scan.txt changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,4 +15,5 @@ fi
 "$VENV/bin/pip" install -q -r requirements-scan.txt
 "$VENV/bin/checkov" --version >/dev/null
 "$VENV/bin/hadolint" --version
+"$VENV/bin/shellcheck" --version | head -n 2 | tail -n 1
 touch "$STAMP"
