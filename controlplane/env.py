@@ -98,13 +98,7 @@ def env_secret(name: str, *, generated_in: Path | None = None, min_length: int =
     Generating keeps a fresh single-machine install secure without a manual step; production
     sets the variable so every process and host shares the same value.
     """
-    value = env_str(name)
-    file_path = env_str(f"{name}_FILE")
-    if value is None and file_path is not None:
-        try:
-            value = Path(file_path).read_text().strip()
-        except OSError as exc:
-            raise ImproperSetting(f"{name}_FILE points at an unreadable file: {exc}") from None
+    value = env_str_or_file(name)
     if value is None and generated_in is not None:
         value = _generated_secret(generated_in / name.lower())
     if value is None:
@@ -112,6 +106,21 @@ def env_secret(name: str, *, generated_in: Path | None = None, min_length: int =
     if len(value) < min_length:
         raise ImproperSetting(f"{name} must be at least {min_length} characters long")
     return value
+
+
+def env_str_or_file(name: str, default: str | None = None) -> str | None:
+    """NAME, or the contents of the file named by NAME_FILE: a URL holding a password need not sit in
+    the environment (a mounted Kubernetes Secret, a Docker secret)."""
+    value = env_str(name)
+    file_path = env_str(f"{name}_FILE")
+    if value is None and file_path is not None:
+        try:
+            value = Path(file_path).read_text().strip()
+        except OSError as exc:
+            raise ImproperSetting(f"{name}_FILE points at an unreadable file: {exc}") from None
+        if not value:  # never fall back to a default (SQLite, a generated key) behind an empty mount
+            raise ImproperSetting(f"{name}_FILE points at an empty file: {file_path}")
+    return default if value is None else value
 
 
 def _generated_secret(path: Path) -> str:

@@ -12,7 +12,7 @@ import dj_database_url
 from controlplane.backends_setting import runtime_backends
 from controlplane.env import (
     ImproperSetting, env_bool, env_choice, env_float, env_header, env_int, env_json_object, env_list, env_secret,
-    env_str,
+    env_str, env_str_or_file,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -78,7 +78,7 @@ TEMPLATES = [
 ]
 
 # --- Database: SQLite in var/ unless DATABASE_URL names PostgreSQL. ---
-DATABASE_URL = env_str("DATABASE_URL")
+DATABASE_URL = env_str_or_file("DATABASE_URL")  # or DATABASE_URL_FILE: the URL holds a password
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
     # An unreachable host (not a refused port) would otherwise hold a connection attempt for minutes:
@@ -105,7 +105,7 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: cache + Celery broker when REDIS_URL is set; otherwise no server needed. ---
-REDIS_URL = env_str("REDIS_URL")
+REDIS_URL = env_str_or_file("REDIS_URL")
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
@@ -130,7 +130,8 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+# A container image collects static files at build, outside the writable var/ volume.
+STATIC_ROOT = Path(env_str("SWITCHYARD_STATIC_ROOT", str(VAR_DIR / "static")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
 LOGIN_URL = "console:login"
@@ -215,7 +216,7 @@ SWITCHYARD_AUDIT_SIGNING_KEY = env_secret("SWITCHYARD_AUDIT_SIGNING_KEY", genera
 # Witnesses of the signed chain head outside the database (docs/audit.md): an append-only JSON Lines
 # file and/or an HTTP endpoint that gets one POST per head. Empty: no witness.
 SWITCHYARD_AUDIT_WITNESS_FILE = env_str("SWITCHYARD_AUDIT_WITNESS_FILE", "")
-SWITCHYARD_AUDIT_WITNESS_URL = env_str("SWITCHYARD_AUDIT_WITNESS_URL", "")
+SWITCHYARD_AUDIT_WITNESS_URL = env_str_or_file("SWITCHYARD_AUDIT_WITNESS_URL", "")
 if SWITCHYARD_AUDIT_WITNESS_URL and not SWITCHYARD_AUDIT_WITNESS_URL.startswith(("http://", "https://")):
     raise ImproperSetting(f"SWITCHYARD_AUDIT_WITNESS_URL must be an http:// or https:// URL, got "
                           f"{SWITCHYARD_AUDIT_WITNESS_URL!r}")
@@ -357,7 +358,7 @@ SWITCHYARD_SIMULATOR_MEMORY_MB = env_int("SWITCHYARD_SIMULATOR_MEMORY_MB", 64, m
 SWITCHYARD_SIMULATOR_CPUS = env_int("SWITCHYARD_SIMULATOR_CPUS", 0, minimum=0)
 
 # --- Gateway (docs/gateway.md): the /v1 process, `python -m gateway`. ---
-SWITCHYARD_GATEWAY_REDIS_URL = env_str("SWITCHYARD_GATEWAY_REDIS_URL", REDIS_URL or "redis://127.0.0.1:6379/0")
+SWITCHYARD_GATEWAY_REDIS_URL = env_str_or_file("SWITCHYARD_GATEWAY_REDIS_URL", REDIS_URL or "redis://127.0.0.1:6379/0")
 SWITCHYARD_GATEWAY_MAX_BODY_BYTES = env_int("SWITCHYARD_GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1024)
 SWITCHYARD_GATEWAY_CONNECT_TIMEOUT = env_float("SWITCHYARD_GATEWAY_CONNECT_TIMEOUT", 2.0)
 SWITCHYARD_GATEWAY_FIRST_BYTE_TIMEOUT = env_float("SWITCHYARD_GATEWAY_FIRST_BYTE_TIMEOUT", 60.0)
