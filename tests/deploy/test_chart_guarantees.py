@@ -18,7 +18,6 @@ WORKER_RULES = {
     ("", "resourcequotas"): {"get", "list", "create", "patch"},
     ("", "limitranges"): {"get", "list", "create", "patch"},
     ("networking.k8s.io", "networkpolicies"): {"get", "list", "create", "patch"},
-    ("apps", "deployments"): {"get", "list", "create", "patch", "delete"},
     ("", "services"): {"get", "list", "create", "patch", "delete"},
     ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "pods/log"): {"get"},
@@ -141,8 +140,13 @@ def test_gateway_pods_carry_the_labels_the_engine_network_policy_selects(docs):
     assert gateway["spec"]["selector"]["matchLabels"] == GATEWAY_LABELS
     backends = json.loads(named(docs, "ConfigMap", "switchyard")["data"]["SWITCHYARD_RUNTIME_BACKENDS"])
     options = backends["kubernetes"]["options"]
-    assert options["gateway_pod_labels"] == GATEWAY_LABELS and options["gateway_namespace"] == NAMESPACE
+    assert options["client_labels"][0] == GATEWAY_LABELS and options["control_namespace"] == NAMESPACE
     assert options["namespace_prefix"] == "switchyard"
+    # The contract with the backend: the options the chart renders are the ones it takes.
+    from fleet.runtime.kubernetes.options import KubernetesOptions
+
+    parsed = KubernetesOptions.parse(options)
+    assert parsed.in_cluster and parsed.fetch_image.startswith("ghcr.io/") or parsed.fetch_image
     assert backends["local"] is None and backends["simulator"] is None  # engines in the worker pod: unreachable
 
 

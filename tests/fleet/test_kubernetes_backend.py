@@ -361,3 +361,10 @@ def test_the_kubernetes_backend_refuses_what_it_cannot_run(kube, staff_client):
             "gpu_type": "h100", "tensor_parallel_size": 16}
     answer = staff_client.post("/api/v1/deployments/", body, format="json")
     assert answer.status_code == 400 and "At most 8 GPUs per node" in str(answer.json()["tensor_parallel_size"])
+
+
+def test_watch_engines_refuses_to_run_without_a_backend_that_watches(settings):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="no configured runtime backend watches its own engines"):
+        call_command("watch_engines")

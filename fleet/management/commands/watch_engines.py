@@ -5,6 +5,7 @@ no harm (every transition they make is checked against the instance's current st
 """
 import signal
 import threading
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -13,6 +14,10 @@ from fleet.runtime import backend_names, get_backend
 
 class Command(BaseCommand):
     help = "Watch the engines of backends that report readiness themselves (e.g. Kubernetes pods)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--heartbeat", type=Path, default=None,
+                            help="Touch this file every second while every watch runs (a liveness probe reads it).")
 
     def handle(self, *args, **options):
         observers = [(name, get_backend(name).observer(name)) for name in backend_names()
@@ -28,6 +33,7 @@ class Command(BaseCommand):
             thread.start()
         self.stdout.write(f"watching engines of: {', '.join(name for name, _ in observers)}")
         while not stop.wait(1.0):
-            pass
+            if options["heartbeat"] is not None and all(thread.is_alive() for thread in threads):
+                options["heartbeat"].touch()
         for thread in threads:
             thread.join(timeout=5)

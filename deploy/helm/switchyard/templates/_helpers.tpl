@@ -87,10 +87,17 @@ SECRET_KEY SWITCHYARD_KEY_PEPPER SWITCHYARD_AUDIT_SIGNING_KEY DATABASE_URL REDIS
 {{- end -}}
 {{- with .Values.engines.kubernetes -}}
 {{- if .enabled -}}
-{{- $options := dict
+{{- $clients := list (include "switchyard.componentSelector" (dict "root" $ "component" "gateway") | fromYaml)
+      (include "switchyard.componentSelector" (dict "root" $ "component" "worker") | fromYaml) -}}
+{{- $options := dict "in_cluster" true
       "namespace_prefix" (include "switchyard.enginePrefix" $)
-      "gateway_namespace" $.Release.Namespace
-      "gateway_pod_labels" (include "switchyard.componentSelector" (dict "root" $ "component" "gateway") | fromYaml) -}}
+      "control_namespace" $.Release.Namespace
+      "client_labels" $clients -}}
+{{- if .weightsPvc -}}
+{{- $_ := set $options "weights_pvc" .weightsPvc -}}
+{{- else -}}
+{{- $_ := set $options "fetch_image" (include "switchyard.image" $) -}}
+{{- end -}}
 {{- $_ := set $backends .name (dict "class" .class "label" .label "options" (mergeOverwrite $options (deepCopy .options))) -}}
 {{- end -}}
 {{- end -}}
