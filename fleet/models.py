@@ -15,6 +15,13 @@ class BuiltinRuntime(models.TextChoices):
     SIMULATOR = "simulator", "Simulated engine"
 
 
+class InstanceRole(models.TextChoices):
+    """Serving instances take traffic; warm ones are started and healthy but not routed (promoted in seconds)."""
+
+    SERVING = "serving", "Serving"
+    WARM = "warm", "Warm"
+
+
 class DeploymentStatus(models.TextChoices):
     ACTIVE = "active", "Active"
     DELETING = "deleting", "Deleting"
@@ -32,6 +39,8 @@ class Deployment(models.Model):
     min_replicas = models.PositiveIntegerField(default=1)
     max_replicas = models.PositiveIntegerField(default=1)
     warm_pool_size = models.PositiveIntegerField(default=0)
+    serving_replicas = models.PositiveIntegerField(
+        default=1, help_text="Instances taking traffic now: min_replicas, or the autoscaler's choice in [min, max].")
     tensor_parallel_size = models.PositiveIntegerField(default=1)
     pipeline_parallel_size = models.PositiveIntegerField(default=1)
     gpu_type = models.CharField(max_length=64, blank=True, default="")
@@ -62,11 +71,92 @@ class Deployment(models.Model):
         return self.tenant_id is None
 
     @property
-    def target_replicas(self) -> int:
-        """Instances to keep running: min plus the warm pool, never above max (autoscaling comes later)."""
+    def autoscaled(self) -> bool:
+        policy = getattr(self, "scaling", None) if self.pk else None
+        return bool(policy and policy.enabled)
+
+    @property
+    def serving_target(self) -> int:
+        """Serving instances to keep: the autoscaler's size (within min and max), or min when it is off."""
         if self.status == DeploymentStatus.DELETING:
             return 0
-        return min(self.min_replicas + self.warm_pool_size, self.max_replicas)
+        if not self.autoscaled:
+            return self.min_replicas
+        return max(self.min_replicas, min(self.serving_replicas, self.max_replicas))
+
+    @property
+    def warm_target(self) -> int:
+        """Warm instances to keep beside them: the pool, within max; none while asleep at zero."""
+        serving = self.serving_target
+        if self.status == DeploymentStatus.DELETING or (serving == 0 and self.autoscaled):
+            return 0
+        return max(0, min(self.warm_pool_size, self.max_replicas - serving))
+
+    @property
+    def target_replicas(self) -> int:
+        """Instances to keep running: serving plus warm."""
+        return self.serving_target + self.warm_target
+
+
+class ScalingPolicy(models.Model):
+    """How a deployment follows demand (docs/autoscaling.md); absent or disabled: it stays at min_replicas."""
+
+    deployment = models.OneToOneField(Deployment, on_delete=models.CASCADE, related_name="scaling")
+    enabled = models.BooleanField(default=True)
+    queue_per_instance = models.FloatField(default=8.0, help_text="Waiting requests per serving instance → up.")
+    kv_cache_usage = models.FloatField(default=0.90, help_text="KV-cache usage (0..1) that, held, scales up.")
+    ttft_p95_slo_ms = models.FloatField(null=True, blank=True, help_text="Gateway p95 TTFT above this, held → up.")
+    up_window_seconds = models.PositiveIntegerField(default=20)
+    low_water_per_instance = models.FloatField(default=1.0, help_text="Running + waiting per instance = idle.")
+    idle_window_seconds = models.PositiveIntegerField(default=300)
+    zero_after_idle_seconds = models.PositiveIntegerField(default=900, help_text="With min 0: idle this long → 0.")
+    cooldown_up_seconds = models.PositiveIntegerField(default=60)
+    cooldown_down_seconds = models.PositiveIntegerField(default=300)
+    max_step = models.PositiveIntegerField(default=2)
+    wake_timeout_seconds = models.PositiveIntegerField(
+        default=180, help_text="How long the gateway holds a request for a deployment at zero (then 503).")
+    last_scale_up_at = models.DateTimeField(null=True, blank=True)
+    last_scale_down_at = models.DateTimeField(null=True, blank=True)
+    wake_requested_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"scaling of {self.deployment}"
+
+
+class DemandSample(models.Model):
+    """One look at a deployment's demand and size (every autoscale pass): what decisions and the chart read."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="demand_samples")
+    at = models.DateTimeField()
+    serving = models.PositiveIntegerField()
+    warm = models.PositiveIntegerField(default=0)
+    waiting = models.FloatField(default=0)
+    running = models.FloatField(default=0)
+    kv_cache_usage = models.FloatField(null=True, blank=True)
+    ttft_p95_ms = models.FloatField(null=True, blank=True)
+    requests = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["deployment", "at"]
+        indexes = [models.Index(fields=["deployment", "at"])]
+
+
+class ScalingDecision(models.Model):
+    """A change of a deployment's serving size and why (the figures that triggered it); also audited."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="scaling_decisions")
+    decided_at = models.DateTimeField()
+    rule = models.CharField(max_length=32)
+    action = models.CharField(max_length=8)
+    from_serving = models.PositiveIntegerField()
+    to_serving = models.PositiveIntegerField()
+    signals = models.JSONField(default=dict)
+    reason = models.CharField(max_length=300)
+
+    class Meta:
+        ordering = ["deployment", "decided_at"]
+        indexes = [models.Index(fields=["deployment", "decided_at"])]
 
 
 class Install(models.Model):
@@ -86,6 +176,7 @@ class Instance(models.Model):
 
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="instances")
     state = models.CharField(max_length=16, choices=InstanceState.choices, default=InstanceState.PENDING)
+    role = models.CharField(max_length=8, choices=InstanceRole.choices, default=InstanceRole.SERVING)
     endpoint_url = models.CharField(max_length=300, blank=True, default="")
     port = models.PositiveIntegerField(null=True, blank=True)
     runtime_handle = models.JSONField(default=dict, blank=True, help_text="pid/pgid for local processes.")

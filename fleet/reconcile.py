@@ -18,19 +18,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.services import record_event
-from fleet import backoff, launching
-from fleet.models import Deployment, DeploymentStatus, Instance
+from fleet import backoff, launching, roles
+from fleet.models import Deployment, DeploymentStatus, Instance, InstanceRole
 from fleet.runtime import backend_names, get_backend
 from fleet.runtime.base import NoCapacity
 from fleet.runtime.capacity import WAITING_FOR_CAPACITY
 from fleet.states import LIVE_STATES, RUNNING_STATES, TERMINAL_STATES, InstanceState
-from fleet.transitions import FLEET, fail_instance, record_pending_reason, try_transition
+from fleet.transitions import FLEET, fail_instance, record_pending_reason, set_role
 from fleet.views import deployment_view
 
 logger = logging.getLogger(__name__)
 S = InstanceState
-# Which live instances go first when scaling down: those doing the least useful work.
-SCALE_DOWN_ORDER = {S.PENDING: 0, S.STARTING: 1, S.READY: 2}
 
 
 def reconcile_deployment(deployment_id: int) -> dict:
@@ -58,24 +56,29 @@ def _plan(deployment_id: int) -> dict | None:
     # Locked in pk order before any audit write: a transaction that holds the audit chain head and
     # then waits for an instance row deadlocks with a health check holding that row.
     live = list(deployment.instances.select_for_update(of=("self",)).filter(state__in=LIVE_STATES).order_by("pk"))
-    missing = deployment.target_replicas - len(live)
-    if missing > 0:
-        # A failed engine still being reaped keeps its slot: its replacement waits for the clean-up,
-        # so the host never runs both, and then inherits the failed one's back-off.
-        reaping = deployment.instances.filter(state=S.FAILED, released_at__isnull=True).count()
-        created = [_create_instance(deployment) for _ in range(max(0, missing - reaping))]
-        return {"created": len(created), "drained": 0}
-    extras = sorted(live, key=lambda i: (SCALE_DOWN_ORDER[i.state], -i.pk))[:-missing]
-    for instance in extras:
-        _scale_down(instance)
-    return {"created": 0, "drained": len(extras)}
+    # A failed engine still being reaped keeps its slot: its replacement waits for the clean-up,
+    # so the host never runs both, and then inherits the failed one's back-off.
+    reaping = deployment.instances.filter(state=S.FAILED, released_at__isnull=True).count()
+    plan = roles.plan_roles([roles.Live(i.pk, i.state, i.role) for i in live], deployment.serving_target,
+                            deployment.warm_target, slots_held=reaping)
+    by_pk = {i.pk: i for i in live}
+    for pk in plan.promote:
+        set_role(pk, InstanceRole.SERVING)
+    for pk in plan.demote:
+        set_role(pk, InstanceRole.WARM)
+    for pk in plan.drain:
+        _scale_down(by_pk[pk])
+    created = [_create_instance(deployment, InstanceRole.SERVING) for _ in range(plan.create_serving)]
+    created += [_create_instance(deployment, InstanceRole.WARM) for _ in range(plan.create_warm)]
+    return {"created": len(created), "drained": len(plan.drain), "promoted": len(plan.promote),
+            "demoted": len(plan.demote)}
 
 
-def _create_instance(deployment: Deployment) -> Instance:
+def _create_instance(deployment: Deployment, role: str) -> Instance:
     """A pending instance; if it replaces a failed one it inherits the back-off chain."""
     failed = (deployment.instances.filter(state=S.FAILED, released_at__isnull=False, replacement__isnull=True)
               .order_by("failed_at").first())
-    instance = Instance(deployment=deployment)
+    instance = Instance(deployment=deployment, role=role)
     if failed is not None:
         ready_for = failed.failed_at - failed.ready_at if failed.ready_at else None
         instance.replaces = failed
@@ -83,7 +86,7 @@ def _create_instance(deployment: Deployment) -> Instance:
         instance.next_start_after = backoff.start_not_before(failed.failed_at, instance.restart_count)
     instance.save()
     record_event(actor=FLEET, action="fleet.instance.create", tenant=deployment.tenant, target=instance,
-                 after={"deployment": deployment.pk, "restart_count": instance.restart_count,
+                 after={"deployment": deployment.pk, "role": role, "restart_count": instance.restart_count,
                         "next_start_after": instance.next_start_after})
     return instance
 

@@ -33,6 +33,7 @@ def create_deployment(*, tenant, name: str, model_version, actor: Actor, **spec)
     _lock_tenant(tenant)
     deployment = Deployment(tenant=tenant, name=name, model_version=model_version,
                             **{k: v for k, v in spec.items() if k in SPEC_FIELDS})
+    deployment.serving_replicas = deployment.min_replicas
     validate_spec(deployment)
     deployment.full_clean(validate_constraints=True)
     deployment.save()
@@ -51,6 +52,11 @@ def scale_deployment(deployment: Deployment, *, actor: Actor, **sizes) -> Deploy
     for name in ("min_replicas", "max_replicas", "warm_pool_size"):
         if sizes.get(name) is not None:
             setattr(deployment, name, sizes[name])
+    # The autoscaler's size stays within the new bounds (without it, serving follows min).
+    deployment.serving_replicas = max(deployment.min_replicas, min(deployment.serving_replicas,
+                                                                   deployment.max_replicas))
+    if not deployment.autoscaled:
+        deployment.serving_replicas = deployment.min_replicas
     validate_spec_sizes(deployment)
     deployment.save()
     record_event(actor=actor, action="fleet.deployment.scale", tenant=deployment.tenant, target=deployment,

@@ -30,6 +30,21 @@ def transition_instance(instance_id: int, new_state: str, *, actor: Actor = FLEE
     return instance
 
 
+@transaction.atomic
+def set_role(instance_id: int, role: str, *, actor: Actor = FLEET) -> Instance:
+    """Promote a warm instance to serving or make a serving one warm: a routing change only, audited."""
+    instance = _locked(instance_id)
+    if instance.role == role:
+        return instance
+    before = instance_view(instance)
+    instance.role = role
+    instance.save(update_fields=["role"])
+    action = "fleet.instance.promote" if role == "serving" else "fleet.instance.demote"
+    record_event(actor=actor, action=action, tenant=instance.deployment.tenant, target=instance, before=before,
+                 after=instance_view(instance))
+    return instance
+
+
 def try_transition(instance_id: int, new_state: str, **fields) -> Instance | None:
     """`transition_instance`, or None when another worker already moved the instance on (a race we accept)."""
     try:
