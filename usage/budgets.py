@@ -9,26 +9,18 @@ from django.db.models import Q, Sum
 from audit.actor import Actor
 from quotas.models import QuotaPolicy
 from usage.cost.hourly import range_shares
-from usage.models import BudgetState, CostRollup, Granularity, RollupRun, UsageEvent, UsageRollup
-from usage.periods import HOUR, floor_hour, month_start, periods, recompute_window_start
+from usage.live import watermark
+from usage.models import BudgetState, CostRollup, Granularity, UsageEvent, UsageRollup
+from usage.periods import HOUR, floor_hour, month_start
 from usage.services import BUDGET_CACHE_KEY, set_budget_state
 
 ACTOR = Actor.system("usage.enforce_budgets")
 
 
-def final_until(now: datetime) -> datetime:
-    """Rollups are final before this hour; later hours are read live from raw events and instances."""
-    for hour in periods(recompute_window_start(now), floor_hour(now) + HOUR, HOUR):
-        run = RollupRun.objects.filter(granularity=Granularity.HOUR, period_start=hour).first()
-        if run is None or run.stale or run.computed_at is None or run.computed_at < hour + HOUR:
-            return hour
-    return floor_hour(now) + HOUR
-
-
 def month_to_date(now: datetime) -> dict[int, tuple[int, Decimal]]:
     """tenant id → (prompt + completion tokens, attributed cost incl. idle) since the month began."""
     start = month_start(now)
-    live_from = max(final_until(now), start)
+    live_from = max(watermark(now), start)
     tokens, cost = defaultdict(int), defaultdict(Decimal)
     rolled = {"granularity": Granularity.HOUR, "period_start__gte": start, "period_start__lt": live_from,
               "tenant__isnull": False}
@@ -68,7 +60,7 @@ def subject_month_tokens(now: datetime, *, tenants=(), keys=(), users=()) -> dic
     raw events only (rollups carry no user), so a user's month is as long as raw events are kept.
     The gateway counts each budget at least this much (gateway.budget_floors)."""
     start, out = month_start(now), {}
-    live_from = max(final_until(now), start)
+    live_from = max(watermark(now), start)
     tenants, keys, users = set(tenants), set(keys), set(users)
     if tenants or keys:
         which = Q(tenant_id__in=tenants | {t for t, _ in keys})

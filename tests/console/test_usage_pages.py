@@ -60,4 +60,4 @@ def test_slow_requests_are_those_above_p95_slowest_first(world, login):
 
 def test_empty_pages_explain_themselves(world, login):
     assert "No requests reached the gateway" in login("alice").get(reverse("console:home")).content.decode()
-    assert "No rolled-up traffic" in login("alice").get(reverse("console:usage")).content.decode()
+    assert "No requests in this range" in login("alice").get(reverse("console:usage")).content.decode()
