@@ -17,20 +17,22 @@ from usage.services import BUDGET_CACHE_KEY, set_budget_state
 ACTOR = Actor.system("usage.enforce_budgets")
 
 
-def month_to_date(now: datetime) -> dict[int, tuple[int, Decimal]]:
-    """tenant id → (prompt + completion tokens, attributed cost incl. idle) since the month began."""
+def month_to_date(now: datetime, tenant_ids=None) -> dict[int, tuple[int, Decimal]]:
+    """tenant id → (prompt + completion tokens, attributed cost incl. idle) since the month began;
+    `tenant_ids` narrows it to those tenants (the console's budgets page), None means every tenant."""
     start = month_start(now)
     live_from = max(watermark(now), start)
     tokens, cost = defaultdict(int), defaultdict(Decimal)
-    rolled = {"granularity": Granularity.HOUR, "period_start__gte": start, "period_start__lt": live_from,
-              "tenant__isnull": False}
-    for (tenant_id, _), used in _month_tokens(start, live_from, Q(tenant__isnull=False), now).items():
+    which = Q(tenant__isnull=False) if tenant_ids is None else Q(tenant_id__in=list(tenant_ids))
+    rolled = CostRollup.objects.filter(which, granularity=Granularity.HOUR, period_start__gte=start,
+                                       period_start__lt=live_from)
+    for (tenant_id, _), used in _month_tokens(start, live_from, which, now).items():
         tokens[tenant_id] += used
-    for row in CostRollup.objects.filter(**rolled).values("tenant_id").annotate(s=Sum("cost_usd")).order_by():
+    for row in rolled.values("tenant_id").annotate(s=Sum("cost_usd")).order_by():
         cost[row["tenant_id"]] += row["s"]
     for shares in range_shares(live_from, floor_hour(now) + HOUR, now).values():
         for share in shares:
-            if share.tenant_id is not None:
+            if share.tenant_id is not None and (tenant_ids is None or share.tenant_id in tenant_ids):
                 cost[share.tenant_id] += share.cost_usd
     return {tenant: (tokens[tenant], cost[tenant]) for tenant in set(tokens) | set(cost)}
 
