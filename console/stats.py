@@ -100,7 +100,8 @@ def error_rate(events) -> float | None:
 
 
 def cost_per_completion(tenant_ids, tr: TimeRange) -> Decimal | None:
-    """Total cost (idle included) per completed request over the range's hours (days for day buckets)."""
+    """Total cost (usage + idle) per completed request over the range's hours (days for day buckets): the
+    definition of `total_cost_per_completion_usd`, which the usage page shows under the same label."""
     unit = "day" if tr.unit == "day" else "hour"
     query = selectors.UsageQuery(tenant_ids=tenant_ids, since=floor(tr.start, unit), until=tr.end,
                                  granularity=Granularity.DAY if unit == "day" else Granularity.HOUR)

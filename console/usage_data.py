@@ -6,7 +6,7 @@ from console.timerange import TimeRange
 
 COST_COLUMNS = ("tenant", "completions", "tokens", "gpu_hours", "usage_cost_usd", "idle_cost_usd", "total_cost_usd",
                 "cost_per_completion_usd", "total_cost_per_completion_usd", "cost_per_1k_tokens_usd",
-                "acceptance_ratio")
+                "total_cost_per_1k_tokens_usd", "acceptance_ratio")
 
 
 def query(tenant_ids, tr: TimeRange) -> selectors.UsageQuery:

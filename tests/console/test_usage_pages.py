@@ -61,3 +61,18 @@ def test_slow_requests_are_those_above_p95_slowest_first(world, login):
 def test_empty_pages_explain_themselves(world, login):
     assert "No requests reached the gateway" in login("alice").get(reverse("console:home")).content.decode()
     assert "No requests in this range" in login("alice").get(reverse("console:usage")).content.decode()
+
+
+def test_total_cost_per_completion_is_one_figure_under_one_label_on_overview_and_usage(world, login):
+    world.dep_a.instances.update(ready_at=timezone.now() - timedelta(minutes=30))
+    traffic(world)  # 18 completed requests of tenant A on its own (CPU) deployment
+    alice = login("alice")
+    home, usage = alice.get(reverse("console:home")), alice.get(reverse("console:usage"))
+    [row] = usage.context["costs"]
+    assert row["completions"] == 18
+    assert float(home.context["cost_per_completion"]) == pytest.approx(float(row["total_cost_per_completion_usd"]),
+                                                                       rel=1e-3)
+    assert float(row["total_cost_per_completion_usd"]) > float(row["cost_per_completion_usd"])  # idle included
+    for page in (home, usage):
+        assert "Total cost per completion" in page.content.decode()
+    assert "Cost / completion" not in usage.content.decode()
