@@ -19,7 +19,7 @@ COUNTERS = ("requests", *Outcome.values, "prompt_tokens", "completion_tokens", "
             "fallbacks", "cache_hits", "feedback_accepted", "feedback_ignored")
 SUMS = ("engine_work", "ttft_sum_ms", "latency_sum_ms")
 HISTOGRAMS = ("ttft_histogram", "latency_histogram")
-COST_DIMENSIONS = ("tenant_id", "model_version_id", "quantization", "deployment_id", "kind")
+COST_DIMENSIONS = ("tenant_id", "model_version_id", "quantization", "deployment_id", "kind", "unit")
 
 
 @transaction.atomic

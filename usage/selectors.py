@@ -16,7 +16,7 @@ from models_registry.models import ModelVersion
 from tenants.models import Tenant
 from usage import histograms, live
 from usage.fields import element_sql
-from usage.models import CostKind, CostRollup, Granularity, Outcome, UsageRollup
+from usage.models import CostKind, CostRollup, Granularity, Outcome, PriceUnit, UsageRollup
 from usage.periods import floor_day
 from usage.rollups import COUNTERS, HISTOGRAMS, SUMS
 
@@ -222,20 +222,23 @@ def cost_table(query: UsageQuery, by: str) -> list[dict]:
 
 
 def _costs(query: UsageQuery, field: str, parts: live.Split) -> dict:
-    """group value → usage cost, idle cost and GPU-seconds: cost rollups, then live allocation from the watermark."""
-    costs = defaultdict(lambda: {CostKind.USAGE: Decimal(0), CostKind.IDLE: Decimal(0), "gpu_seconds": Decimal(0)})
+    """group value → usage cost, idle cost and seconds held per unit (GPUs, CPU cores): cost rollups, then
+    live allocation from the watermark."""
+    costs = defaultdict(lambda: {CostKind.USAGE: Decimal(0), CostKind.IDLE: Decimal(0),
+                                 **{unit: Decimal(0) for unit in PriceUnit.values}})
     for part, part_field in zip(_rolled_parts(query, parts), (field, _hourly_field(field))):
         if part.since >= part.until:
             continue
         rows = _grouped(_filtered(CostRollup.objects.all(), part, by_key=False), part_field)
-        for row in rows.values(part_field, "kind").annotate(cost=Sum("cost_usd"), gpu=Sum("gpu_seconds")).order_by():
+        for row in (rows.values(part_field, "kind", "unit").annotate(cost=Sum("cost_usd"), seconds=Sum("gpu_seconds"))
+                    .order_by()):
             costs[row[part_field]][row["kind"]] += row["cost"]
-            costs[row[part_field]]["gpu_seconds"] += row["gpu"]
+            costs[row[part_field]][row["unit"]] += row["seconds"]
     for hour, shares in live.cost_shares(parts).items():
         for share in (share for share in shares if _matches(share, query, by_key=False)):
             target = costs[_group(share, field, query.granularity, hour)]
             target[share.kind] += share.cost_usd
-            target["gpu_seconds"] += share.gpu_seconds
+            target[share.unit] += share.gpu_seconds
     return costs
 
 
@@ -247,7 +250,8 @@ def cost_row(usage: dict | None, cost: dict) -> dict:
     judged = accepted + (usage["feedback_ignored"] if usage else 0)
     used, idle = cost[CostKind.USAGE], cost[CostKind.IDLE]
     total = used + idle
-    return {"completions": completions, "tokens": tokens, "gpu_hours": _money(cost["gpu_seconds"] / 3600),
+    return {"completions": completions, "tokens": tokens, "gpu_hours": _money(cost[PriceUnit.GPU] / 3600),
+            "cpu_core_hours": _money(cost[PriceUnit.CPU_CORE] / 3600),
             "usage_cost_usd": _money(used), "idle_cost_usd": _money(idle), "total_cost_usd": _money(total),
             "cost_per_completion_usd": _per(used, completions), "total_cost_per_completion_usd": _per(total, completions),
             "cost_per_1k_tokens_usd": _per(used * 1000, tokens), "total_cost_per_1k_tokens_usd": _per(total * 1000, tokens),

@@ -76,3 +76,15 @@ def test_total_cost_per_completion_is_one_figure_under_one_label_on_overview_and
     for page in (home, usage):
         assert "Total cost per completion" in page.content.decode()
     assert "Cost / completion" not in usage.content.decode()
+
+
+def test_cpu_instances_are_counted_in_cpu_core_hours_not_gpu_hours(world, login):
+    world.dep_a.instances.update(ready_at=timezone.now() - timedelta(minutes=30))  # no GPU type: 4 CPU cores
+    traffic(world)
+    response = login("alice").get(reverse("console:usage"))
+    html = response.content.decode()
+    assert ">CPU core-hours</th>" in html and "GPU-hours" not in html
+    [row] = response.context["costs"]
+    assert 1.9 < float(row["cpu_core_hours"]) < 2.1 and row["gpu_hours"] == "0.000000"  # 30 min × 4 cores
+    header = login("alice").get(reverse("console:usage") + "?format=csv").getvalue().decode().splitlines()[0]
+    assert "gpu_hours,cpu_core_hours" in header
