@@ -70,6 +70,21 @@ def _restore_serialized_databases(config) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def static_files_by_plain_name(tmp_path_factory):
+    """Pages link static files by their plain names, found in the source folders (as the live server's
+    handler serves them), so tests need no `collectstatic` first (and WhiteNoise an empty STATIC_ROOT).
+    tests/test_static_files.py collects them with the real storage (hashed names, gzip, manifest) and
+    serves them through the ASGI app."""
+    from django.conf import settings
+    from django.test.utils import override_settings
+
+    plain = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
+    with override_settings(STORAGES={**settings.STORAGES, "staticfiles": plain},
+                           STATIC_ROOT=tmp_path_factory.mktemp("static-root")):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def audit_every_rejected_key():
     """Suites that count `auth.api_key_rejected` rows expect one per attempt: sampling off by default
     (tests/apikeys/test_rejection_sampling.py turns it on and checks it)."""
