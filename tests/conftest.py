@@ -4,6 +4,8 @@ alice owns tenant A, bob owns tenant B, charlie is platform staff. Each owner al
 admin-scoped API key. Isolation tests are then one line: alice's credentials on B's objects.
 """
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -69,19 +71,18 @@ def _restore_serialized_databases(config) -> None:
                 connection.creation.deserialize_db_from_string(contents)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def static_files_by_plain_name(tmp_path_factory):
+def pytest_configure(config):
     """Pages link static files by their plain names, found in the source folders (as the live server's
-    handler serves them), so tests need no `collectstatic` first (and WhiteNoise an empty STATIC_ROOT).
-    tests/test_static_files.py collects them with the real storage (hashed names, gzip, manifest) and
-    serves them through the ASGI app."""
+    handler serves them), so tests need no `collectstatic` first, and WhiteNoise gets an empty
+    STATIC_ROOT. Set before collection: some modules build the app at import. tests/test_static_files.py
+    collects them with the real storage (hashed names, gzip, manifest) and serves them through the ASGI app."""
     from django.conf import settings
-    from django.test.utils import override_settings
 
-    plain = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
-    with override_settings(STORAGES={**settings.STORAGES, "staticfiles": plain},
-                           STATIC_ROOT=tmp_path_factory.mktemp("static-root")):
-        yield
+    root = tempfile.mkdtemp(prefix="switchyard-static-")
+    config.add_cleanup(lambda: shutil.rmtree(root, ignore_errors=True))
+    settings.STATIC_ROOT = root
+    settings.STORAGES = {**settings.STORAGES,
+                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
 
 
 @pytest.fixture(scope="session", autouse=True)
