@@ -25,6 +25,7 @@ def main() -> None:
     from bench._usage_seed import ensure_seeded
 
     call_command("migrate", verbosity=0, interactive=False)
+    call_command("collectstatic", verbosity=0, interactive=False)  # pages link the hashed names, as deployed
     events = int(os.environ.get("BENCH_USAGE_EVENTS", "10000000").replace("_", ""))
     print(ensure_seeded(events), flush=True)
     repeat = int(os.environ.get("BENCH_REPEAT", "10"))

@@ -1,5 +1,6 @@
-"""Numbers for the overview, tenant and slow-request pages: usage rollups for ranges in hours or days,
-raw usage events only for the last hour (minute buckets) and for listing individual requests."""
+"""Numbers for the overview, tenant and slow-request pages: the usage selectors for ranges in hours or
+days (rollups, and raw events for the hours not rolled up yet), raw usage events for the last hour
+(minute buckets) and for listing individual requests."""
 import math
 from datetime import timezone as dt_timezone
 from decimal import Decimal
@@ -30,8 +31,9 @@ def events_in(tenant_ids, tr: TimeRange):
 
 
 class RolledUp:
-    """A range's requests as the hourly or daily rollups sum them up (one query for the totals and the
-    series), in place of its raw events: a month is ~800k events but ~900 daily or ~20k hourly rows.
+    """A range's requests as the usage selectors sum them up (one rollup query for the totals and the
+    series, plus the hours after the rollup watermark from raw events: usage/live.py), in place of all
+    its raw events: a month is ~800k events but ~900 daily or ~20k hourly rows.
 
     Answers `count()` and everything this module computes from events; `filter()` drills down into the
     raw events (the slow-requests list reads them by index). Percentiles come from the summed
@@ -98,7 +100,8 @@ def error_rate(events) -> float | None:
 
 
 def cost_per_completion(tenant_ids, tr: TimeRange) -> Decimal | None:
-    """Total cost (idle included) per completed request over the range's hours (days for day buckets)."""
+    """Total cost (usage + idle) per completed request over the range's hours (days for day buckets): the
+    definition of `total_cost_per_completion_usd`, which the usage page shows under the same label."""
     unit = "day" if tr.unit == "day" else "hour"
     query = selectors.UsageQuery(tenant_ids=tenant_ids, since=floor(tr.start, unit), until=tr.end,
                                  granularity=Granularity.DAY if unit == "day" else Granularity.HOUR)

@@ -1,12 +1,14 @@
-"""Usage and cost for the console, through the usage app's rollup selectors (usage/selectors.py)."""
+"""Usage and cost for the console, through the usage app's selectors (usage/selectors.py)."""
+from decimal import Decimal
+
 from usage import selectors
 from usage.models import Granularity
 
 from console.timerange import TimeRange
 
-COST_COLUMNS = ("tenant", "completions", "tokens", "gpu_hours", "usage_cost_usd", "idle_cost_usd", "total_cost_usd",
-                "cost_per_completion_usd", "total_cost_per_completion_usd", "cost_per_1k_tokens_usd",
-                "acceptance_ratio")
+COST_COLUMNS = ("tenant", "completions", "tokens", "gpu_hours", "cpu_core_hours", "usage_cost_usd", "idle_cost_usd",
+                "total_cost_usd", "cost_per_completion_usd", "total_cost_per_completion_usd", "cost_per_1k_tokens_usd",
+                "total_cost_per_1k_tokens_usd", "acceptance_ratio")
 
 
 def query(tenant_ids, tr: TimeRange) -> selectors.UsageQuery:
@@ -33,6 +35,12 @@ def cost_by_tenant(q: selectors.UsageQuery) -> list[dict]:
     for row in rows:
         row["tenant"] = row["tenant"]["slug"] or "(deleted)"
     return sorted(rows, key=lambda r: (-float(r["total_cost_usd"]), r["tenant"]))
+
+
+def held_units(rows: list[dict]) -> dict[str, bool]:
+    """Which compute columns the cost table needs: GPU-hours, CPU core-hours (a CPU-only host has no GPU-hours)."""
+    cpu = any(Decimal(row["cpu_core_hours"]) for row in rows)
+    return {"gpu": any(Decimal(row["gpu_hours"]) for row in rows) or not cpu, "cpu": cpu}
 
 
 def usage_by_model(q: selectors.UsageQuery) -> list[dict]:

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 import dj_database_url
+from whitenoise.compress import Compressor
 
 from controlplane.backends_setting import runtime_backends
 from controlplane.env import (
@@ -50,6 +51,8 @@ MIDDLEWARE = [
     "controlplane.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "controlplane.middleware.ContentSecurityPolicyMiddleware",
+    # Static files are answered here, inside the security headers above and before sessions or CSRF.
+    "controlplane.middleware.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -133,6 +136,16 @@ STATIC_URL = "static/"
 # A container image collects static files at build, outside the writable var/ volume.
 STATIC_ROOT = Path(env_str("SWITCHYARD_STATIC_ROOT", str(VAR_DIR / "static")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# WhiteNoise serves STATIC_ROOT from the ASGI app: `manage.py collectstatic` (make run does it) writes
+# each file under a content-hashed name with a gzip copy and a manifest; pages link the hashed names,
+# which are cached for ever (a new version is a new name).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+# Source maps (the API docs' bundles ship 10 MB of them) are for a developer's tools, not for pages:
+# compressing them was most of collectstatic's time.
+WHITENOISE_SKIP_COMPRESS_EXTENSIONS = (*Compressor.SKIP_COMPRESS_EXTENSIONS, "map")
 
 LOGIN_URL = "console:login"
 LOGIN_REDIRECT_URL = "console:home"

@@ -61,6 +61,7 @@ def run(children: dict) -> int:
     console_port = choose_port("console", "SWITCHYARD_CONSOLE_PORT", 8000)
     gateway_port = choose_port("gateway", "SWITCHYARD_GATEWAY_PORT", 8001)
     manage("migrate", "--noinput", "-v", "0")
+    manage("collectstatic", "--noinput", "-v", "0")  # WhiteNoise serves the hashed, compressed copies
     seed = seed_values()
     start(children, "console", [PY, "-m", "uvicorn", "controlplane.asgi:application", "--host", HOST,
                                 "--port", str(console_port), "--no-access-log"])

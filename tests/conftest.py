@@ -4,6 +4,8 @@ alice owns tenant A, bob owns tenant B, charlie is platform staff. Each owner al
 admin-scoped API key. Isolation tests are then one line: alice's credentials on B's objects.
 """
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -67,6 +69,20 @@ def _restore_serialized_databases(config) -> None:
                 call_command("flush", verbosity=0, interactive=False, database=connection.alias,
                              reset_sequences=False, inhibit_post_migrate=True)
                 connection.creation.deserialize_db_from_string(contents)
+
+
+def pytest_configure(config):
+    """Pages link static files by their plain names, found in the source folders (as the live server's
+    handler serves them), so tests need no `collectstatic` first, and WhiteNoise gets an empty
+    STATIC_ROOT. Set before collection: some modules build the app at import. tests/test_static_files.py
+    collects them with the real storage (hashed names, gzip, manifest) and serves them through the ASGI app."""
+    from django.conf import settings
+
+    root = tempfile.mkdtemp(prefix="switchyard-static-")
+    config.add_cleanup(lambda: shutil.rmtree(root, ignore_errors=True))
+    settings.STATIC_ROOT = root
+    settings.STORAGES = {**settings.STORAGES,
+                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
 
 
 @pytest.fixture(scope="session", autouse=True)

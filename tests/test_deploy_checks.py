@@ -117,6 +117,8 @@ print(json.dumps(answers))
 
 def test_answers_over_http_and_https(production):
     env = {**production, "SWITCHYARD_PROXY_SSL_HEADER": "X-Forwarded-Proto"}
+    collected = run(["manage.py", "collectstatic", "--noinput", "-v", "0"], env)  # as every deploy does
+    assert collected.returncode == 0, collected.stderr
     done = run(["-c", HTTP_PROBE], env)
     assert done.returncode == 0, done.stderr
     answers = json.loads(done.stdout.strip().splitlines()[-1])

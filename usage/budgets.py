@@ -9,36 +9,30 @@ from django.db.models import Q, Sum
 from audit.actor import Actor
 from quotas.models import QuotaPolicy
 from usage.cost.hourly import range_shares
-from usage.models import BudgetState, CostRollup, Granularity, RollupRun, UsageEvent, UsageRollup
-from usage.periods import HOUR, floor_hour, month_start, periods, recompute_window_start
+from usage.live import watermark
+from usage.models import BudgetState, CostRollup, Granularity, UsageEvent, UsageRollup
+from usage.periods import HOUR, floor_hour, month_start
 from usage.services import BUDGET_CACHE_KEY, set_budget_state
 
 ACTOR = Actor.system("usage.enforce_budgets")
 
 
-def final_until(now: datetime) -> datetime:
-    """Rollups are final before this hour; later hours are read live from raw events and instances."""
-    for hour in periods(recompute_window_start(now), floor_hour(now) + HOUR, HOUR):
-        run = RollupRun.objects.filter(granularity=Granularity.HOUR, period_start=hour).first()
-        if run is None or run.stale or run.computed_at is None or run.computed_at < hour + HOUR:
-            return hour
-    return floor_hour(now) + HOUR
-
-
-def month_to_date(now: datetime) -> dict[int, tuple[int, Decimal]]:
-    """tenant id → (prompt + completion tokens, attributed cost incl. idle) since the month began."""
+def month_to_date(now: datetime, tenant_ids=None) -> dict[int, tuple[int, Decimal]]:
+    """tenant id → (prompt + completion tokens, attributed cost incl. idle) since the month began;
+    `tenant_ids` narrows it to those tenants (the console's budgets page), None means every tenant."""
     start = month_start(now)
-    live_from = max(final_until(now), start)
+    live_from = max(watermark(now), start)
     tokens, cost = defaultdict(int), defaultdict(Decimal)
-    rolled = {"granularity": Granularity.HOUR, "period_start__gte": start, "period_start__lt": live_from,
-              "tenant__isnull": False}
-    for (tenant_id, _), used in _month_tokens(start, live_from, Q(tenant__isnull=False), now).items():
+    which = Q(tenant__isnull=False) if tenant_ids is None else Q(tenant_id__in=list(tenant_ids))
+    rolled = CostRollup.objects.filter(which, granularity=Granularity.HOUR, period_start__gte=start,
+                                       period_start__lt=live_from)
+    for (tenant_id, _), used in _month_tokens(start, live_from, which, now).items():
         tokens[tenant_id] += used
-    for row in CostRollup.objects.filter(**rolled).values("tenant_id").annotate(s=Sum("cost_usd")).order_by():
+    for row in rolled.values("tenant_id").annotate(s=Sum("cost_usd")).order_by():
         cost[row["tenant_id"]] += row["s"]
     for shares in range_shares(live_from, floor_hour(now) + HOUR, now).values():
         for share in shares:
-            if share.tenant_id is not None:
+            if share.tenant_id is not None and (tenant_ids is None or share.tenant_id in tenant_ids):
                 cost[share.tenant_id] += share.cost_usd
     return {tenant: (tokens[tenant], cost[tenant]) for tenant in set(tokens) | set(cost)}
 
@@ -68,7 +62,7 @@ def subject_month_tokens(now: datetime, *, tenants=(), keys=(), users=()) -> dic
     raw events only (rollups carry no user), so a user's month is as long as raw events are kept.
     The gateway counts each budget at least this much (gateway.budget_floors)."""
     start, out = month_start(now), {}
-    live_from = max(final_until(now), start)
+    live_from = max(watermark(now), start)
     tenants, keys, users = set(tenants), set(keys), set(users)
     if tenants or keys:
         which = Q(tenant_id__in=tenants | {t for t, _ in keys})

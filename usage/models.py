@@ -124,6 +124,11 @@ class CostKind(models.TextChoices):
     IDLE = "idle", "Idle capacity"
 
 
+class PriceUnit(models.TextChoices):
+    GPU = "gpu", "per GPU-hour"
+    CPU_CORE = "cpu_core", "per CPU core-hour"
+
+
 class CostRollup(models.Model):
     """Cost of GPU (or CPU) time in one hour or day, allocated to a tenant (empty = unallocated)."""
 
@@ -135,7 +140,10 @@ class CostRollup(models.Model):
     deployment_id = models.BigIntegerField(null=True, blank=True)
     kind = models.CharField(max_length=8, choices=CostKind.choices)
     gpu_seconds = models.DecimalField(max_digits=20, decimal_places=6, default=Decimal(0),
-                                      help_text="Accelerator-seconds (CPU core-seconds for CPU instances).")
+                                      help_text="Accelerator-seconds (CPU core-seconds for CPU instances: see unit).")
+    # What the instance held, so GPU-hours and CPU core-hours are never added up into one figure.
+    unit = models.CharField(max_length=8, choices=PriceUnit.choices, default=PriceUnit.GPU,
+                            help_text="gpu: gpu_seconds are GPU-seconds; cpu_core: CPU core-seconds.")
     cost_usd = models.DecimalField(max_digits=18, decimal_places=6, default=Decimal(0))
     engine_work = models.FloatField(default=0)
 
@@ -144,11 +152,6 @@ class CostRollup(models.Model):
             models.Index(fields=["granularity", "period_start"]),
             models.Index(fields=["tenant", "granularity", "period_start"]),
         ]
-
-
-class PriceUnit(models.TextChoices):
-    GPU = "gpu", "per GPU-hour"
-    CPU_CORE = "cpu_core", "per CPU core-hour"
 
 
 class GpuPrice(models.Model):

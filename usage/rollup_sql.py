@@ -38,20 +38,26 @@ NAMES = (["requests", "ttft_count", "fallbacks", "cache_hits", "feedback_accepte
           "prompt_tokens", "completion_tokens", "cached_tokens", "ttft_sum_ms", "latency_sum_ms"]
          + list(Outcome.values))
 
-HOURLY_SQL = f"""
+SELECT_SQL = f"""
 SELECT {', '.join(f'e.{name}' for name in GROUP)}, {', '.join(COLUMNS)}
 FROM {UsageEvent._meta.db_table} e
 LEFT JOIN {CompletionFeedback._meta.db_table} f ON f.request_id = e.request_id AND f.tenant_id = e.tenant_id
-WHERE e.occurred_at >= %s AND e.occurred_at < %s
-GROUP BY {', '.join(f'e.{name}' for name in GROUP)}
-"""
+WHERE e.occurred_at >= %s AND e.occurred_at < %s"""
+GROUP_SQL = f"GROUP BY {', '.join(f'e.{name}' for name in GROUP)}"
+HOURLY_SQL = f"{SELECT_SQL}\n{GROUP_SQL}\n"
 
 
-def aggregate_events(start: datetime, end: datetime) -> list[dict]:
-    """One dict per tenant × model version × key prefix with counters, sums and both histograms."""
-    params = [connection.ops.adapt_datetimefield_value(moment) for moment in (start, end)]
+def aggregate_events(start: datetime, end: datetime, tenant_ids: list[int] | None = None) -> list[dict]:
+    """One dict per tenant × model version × key prefix with counters, sums and both histograms;
+    `tenant_ids` narrows it to those tenants' events (None: every event, tenant-less ones included)."""
+    sql, params = HOURLY_SQL, [connection.ops.adapt_datetimefield_value(moment) for moment in (start, end)]
+    if tenant_ids is not None:
+        if not tenant_ids:
+            return []
+        sql = f"{SELECT_SQL} AND e.tenant_id IN ({', '.join(['%s'] * len(tenant_ids))})\n{GROUP_SQL}\n"
+        params += list(tenant_ids)
     with connection.cursor() as cursor:
-        cursor.execute(HOURLY_SQL, params)
+        cursor.execute(sql, params)
         return [_as_dict(row) for row in cursor.fetchall()]
 
 

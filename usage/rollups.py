@@ -19,7 +19,7 @@ COUNTERS = ("requests", *Outcome.values, "prompt_tokens", "completion_tokens", "
             "fallbacks", "cache_hits", "feedback_accepted", "feedback_ignored")
 SUMS = ("engine_work", "ttft_sum_ms", "latency_sum_ms")
 HISTOGRAMS = ("ttft_histogram", "latency_histogram")
-COST_DIMENSIONS = ("tenant_id", "model_version_id", "quantization", "deployment_id", "kind")
+COST_DIMENSIONS = ("tenant_id", "model_version_id", "quantization", "deployment_id", "kind", "unit")
 
 
 @transaction.atomic
@@ -71,9 +71,11 @@ def replace(granularity: str, start: datetime, end: datetime, usage_rows: list, 
     CostRollup.objects.bulk_create(cost_rows, batch_size=1000)
 
 
-def usage_rows_from_events(start: datetime, end: datetime) -> list[UsageRollup]:
-    """One row per hour × tenant × model version × key prefix, aggregated in the database hour by hour."""
-    rows = [(hour, row) for hour in periods(start, end, HOUR) for row in aggregate_events(hour, hour + HOUR)]
+def usage_rows_from_events(start: datetime, end: datetime, tenant_ids: list[int] | None = None) -> list[UsageRollup]:
+    """One row per hour × tenant × model version × key prefix, aggregated in the database hour by hour
+    (`tenant_ids`: only those tenants' rows, as `aggregate_events`)."""
+    rows = [(hour, row) for hour in periods(start, end, HOUR)
+            for row in aggregate_events(hour, hour + HOUR, tenant_ids)]
     quantization = quantization_of({row["model_version_id"] for _, row in rows})
     return [rollup_from_aggregate(hour, row, quantization) for hour, row in rows]
 

@@ -1,6 +1,7 @@
-"""Reads for charts and tables: always from rollups, never from raw events."""
+"""Reads for charts and tables: rollups up to the watermark, raw events of the hours after it
+(usage/live.py), so the newest requests count before the periodic rollup has run."""
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from decimal import Decimal
 
@@ -13,9 +14,10 @@ from django.utils.dateparse import parse_datetime
 
 from models_registry.models import ModelVersion
 from tenants.models import Tenant
-from usage import histograms
+from usage import histograms, live
 from usage.fields import element_sql
-from usage.models import CostKind, CostRollup, Granularity, Outcome, UsageRollup
+from usage.models import CostKind, CostRollup, Granularity, Outcome, PriceUnit, UsageRollup
+from usage.periods import floor_day
 from usage.rollups import COUNTERS, HISTOGRAMS, SUMS
 
 BREAKDOWNS = {"tenant": "tenant_id", "model_version": "model_version_id", "quantization": "quantization",
@@ -54,11 +56,40 @@ def _grouped(rows, field: str):
 
 
 def usage_table(query: UsageQuery, field: str, *, with_histograms: bool = True) -> dict:
-    """group value → counters, sums and merged histograms, in one aggregate query.
+    """group value → counters, sums and merged histograms: rollups, then raw events from the watermark."""
+    return _usage(query, field, with_histograms, live.split(query.since, query.until, query.granularity))
+
+
+def _usage(query: UsageQuery, field: str, with_histograms: bool, parts: live.Split) -> dict:
+    rolled, hourly = _rolled_parts(query, parts)
+    table = _rolled_usage(rolled, field, with_histograms)
+    for key, totals in _rolled_usage(hourly, _hourly_field(field), with_histograms).items():
+        _add(table, key, totals)
+    for row in live.usage_rows(parts, query.tenant_ids):
+        if _matches(row, query, by_key=True):
+            _add(table, _group(row, field, query.granularity), _row_totals(row, with_histograms))
+    return table
+
+
+def _rolled_parts(query: UsageQuery, parts: live.Split) -> tuple[UsageQuery, UsageQuery]:
+    """The read's own rollups up to the cut, and hourly rollups from the cut to the watermark."""
+    return (replace(query, since=parts.rolled[0], until=parts.rolled[1]),
+            replace(query, granularity=Granularity.HOUR, since=parts.hourly[0], until=parts.hourly[1]))
+
+
+def _hourly_field(field: str) -> str:
+    """Hourly rows stand in for the watermark's day: grouped by their day where the read groups by period."""
+    return "day" if field == "period_start" else field
+
+
+def _rolled_usage(query: UsageQuery, field: str, with_histograms: bool) -> dict:
+    """group value → totals of the rollup rows, in one aggregate query.
 
     Histograms are summed element by element in SQL: a year of one tenant's days, or a month of every
     tenant's hours, is thousands of rows, and decoding each row's JSON in Python cost more than the query.
     """
+    if query.since >= query.until:
+        return {}
     rows = _grouped(_filtered(UsageRollup.objects.all(), query), field)
     # Integer sums cast back to bigint: PostgreSQL's SUM(bigint) is numeric, which arrives as Decimal.
     sums = {f"s_{name}": _int_sum(name) for name in COUNTERS}
@@ -107,6 +138,43 @@ def _totals(values: tuple, with_histograms: bool) -> dict:
     return totals
 
 
+def _add(table: dict, key, totals: dict) -> None:
+    """Add one group's totals into a table: counters and sums added, histograms merged."""
+    if key not in table:
+        table[key] = totals
+        return
+    target = table[key]
+    for name, value in totals.items():
+        target[name] = histograms.merge([target[name], value]) if name in HISTOGRAMS else target[name] + value
+
+
+def _row_totals(row: UsageRollup, with_histograms: bool) -> dict:
+    totals = {name: getattr(row, name) for name in COUNTERS}
+    totals.update({name: float(getattr(row, name)) for name in SUMS})
+    if with_histograms:
+        totals.update({name: list(getattr(row, name)) for name in HISTOGRAMS})
+    return totals
+
+
+def _matches(row, query: UsageQuery, *, by_key: bool) -> bool:
+    """The filters `_filtered` applies in SQL, for a live row or cost share (tenants are already narrowed)."""
+    if query.tenant_ids is not None and row.tenant_id not in query.tenant_ids:
+        return False
+    if query.model_version_id is not None and row.model_version_id != query.model_version_id:
+        return False
+    return not (by_key and query.key is not None and row.api_key_prefix != query.key)
+
+
+def _group(row, field: str, granularity: str, hour=None):
+    """The group value of a live row (or of a cost share of `hour`), as the rollup query would give it."""
+    start = hour or row.period_start
+    if field == "period_start":
+        return floor_day(start) if granularity == Granularity.DAY else start
+    if field == "day":
+        return floor_day(start)
+    return getattr(row, field)
+
+
 def describe(totals: dict) -> dict:
     """What a chart or table shows for one group: counts, tokens, ratios and percentiles."""
     requests, judged = totals["requests"], totals["feedback_accepted"] + totals["feedback_ignored"]
@@ -145,15 +213,33 @@ def breakdown(query: UsageQuery, by: str) -> list[dict]:
 def cost_table(query: UsageQuery, by: str) -> list[dict]:
     """Cost per tenant, model version, quantization or day, with idle capacity apart and per-unit costs."""
     field = BREAKDOWNS[by]
-    usage = usage_table(query, field, with_histograms=False)  # cost rows show no latency
-    costs = defaultdict(lambda: {CostKind.USAGE: Decimal(0), CostKind.IDLE: Decimal(0), "gpu_seconds": Decimal(0)})
-    rows = _grouped(_filtered(CostRollup.objects.all(), query, by_key=False), field)
-    for row in rows.values(field, "kind").annotate(cost=Sum("cost_usd"), gpu=Sum("gpu_seconds")).order_by():
-        costs[row[field]][row["kind"]] += row["cost"]
-        costs[row[field]]["gpu_seconds"] += row["gpu"]
+    parts = live.split(query.since, query.until, query.granularity)
+    usage = _usage(query, field, False, parts)  # cost rows show no latency
+    costs = _costs(query, field, parts)
     labels = _labels(by, set(usage) | set(costs))
     return [{by: _label(by, value, labels), **cost_row(usage.get(value), costs[value])}
             for value in _ordered_keys(set(usage) | set(costs))]
+
+
+def _costs(query: UsageQuery, field: str, parts: live.Split) -> dict:
+    """group value → usage cost, idle cost and seconds held per unit (GPUs, CPU cores): cost rollups, then
+    live allocation from the watermark."""
+    costs = defaultdict(lambda: {CostKind.USAGE: Decimal(0), CostKind.IDLE: Decimal(0),
+                                 **{unit: Decimal(0) for unit in PriceUnit.values}})
+    for part, part_field in zip(_rolled_parts(query, parts), (field, _hourly_field(field))):
+        if part.since >= part.until:
+            continue
+        rows = _grouped(_filtered(CostRollup.objects.all(), part, by_key=False), part_field)
+        for row in (rows.values(part_field, "kind", "unit").annotate(cost=Sum("cost_usd"), seconds=Sum("gpu_seconds"))
+                    .order_by()):
+            costs[row[part_field]][row["kind"]] += row["cost"]
+            costs[row[part_field]][row["unit"]] += row["seconds"]
+    for hour, shares in live.cost_shares(parts).items():
+        for share in (share for share in shares if _matches(share, query, by_key=False)):
+            target = costs[_group(share, field, query.granularity, hour)]
+            target[share.kind] += share.cost_usd
+            target[share.unit] += share.gpu_seconds
+    return costs
 
 
 def cost_row(usage: dict | None, cost: dict) -> dict:
@@ -164,7 +250,8 @@ def cost_row(usage: dict | None, cost: dict) -> dict:
     judged = accepted + (usage["feedback_ignored"] if usage else 0)
     used, idle = cost[CostKind.USAGE], cost[CostKind.IDLE]
     total = used + idle
-    return {"completions": completions, "tokens": tokens, "gpu_hours": _money(cost["gpu_seconds"] / 3600),
+    return {"completions": completions, "tokens": tokens, "gpu_hours": _money(cost[PriceUnit.GPU] / 3600),
+            "cpu_core_hours": _money(cost[PriceUnit.CPU_CORE] / 3600),
             "usage_cost_usd": _money(used), "idle_cost_usd": _money(idle), "total_cost_usd": _money(total),
             "cost_per_completion_usd": _per(used, completions), "total_cost_per_completion_usd": _per(total, completions),
             "cost_per_1k_tokens_usd": _per(used * 1000, tokens), "total_cost_per_1k_tokens_usd": _per(total * 1000, tokens),

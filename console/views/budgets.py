@@ -1,7 +1,8 @@
 """Budgets: each tenant's monthly token and money budget against its month-to-date use, and editing them.
 
-The figures are `usage.BudgetState`, written every minute by `usage.enforce_budgets` — the same
-numbers the gateway refuses requests by, so the page never disagrees with enforcement.
+A tenant with a budget shows `usage.BudgetState`, written every minute by `usage.enforce_budgets` —
+the same numbers the gateway refuses requests by, so the page never disagrees with enforcement. A
+tenant without one (or not checked yet this month) shows its use computed as that task computes it.
 """
 from dataclasses import dataclass
 from decimal import Decimal
@@ -19,6 +20,7 @@ from quotas.models import QuotaPolicy
 from quotas.services import set_tenant_budget
 from tenants.access import has_perm
 from tenants.roles import Perm
+from usage.budgets import month_to_date
 from usage.models import BudgetState
 from usage.periods import month_start
 
@@ -59,17 +61,29 @@ def budget_rows(principal, tenants) -> list[dict]:
     policies = {p.tenant_id: p for p in QuotaPolicy.objects.filter(
         tenant__in=tenants, api_key__isnull=True, user__isnull=True)}
     states = {s.tenant_id: s for s in BudgetState.objects.filter(tenant__in=tenants)}
-    start = month_start(timezone.now())
-    return [_row(principal, t, policies.get(t.pk), states.get(t.pk), start) for t in tenants]
+    now = timezone.now()
+    checked = {t.pk: _checked(policies.get(t.pk), states.get(t.pk), month_start(now)) for t in tenants}
+    unchecked = [pk for pk, figures in checked.items() if figures is None]
+    computed = month_to_date(now, unchecked) if unchecked else {}
+    return [_row(principal, t, policies.get(t.pk), states.get(t.pk),
+                 checked[t.pk] or computed.get(t.pk, (0, Decimal(0)))) for t in tenants]
 
 
-def _row(principal, tenant, policy, state, start) -> dict:
-    # Figures checked before the month turned are last month's: this month starts at zero.
-    figures = state if state and state.checked_at and state.checked_at >= start else None
-    tokens = Usage(getattr(policy, "monthly_token_budget", None), getattr(figures, "tokens_month_to_date", 0))
-    usd = Usage(getattr(policy, "monthly_budget_usd", None), getattr(figures, "cost_month_to_date_usd", 0))
-    return {"tenant": tenant, "state": state, "tokens": tokens, "usd": usd,
-            "has_budget": tokens.budget is not None or usd.budget is not None,
+def _checked(policy, state, start) -> tuple | None:
+    """The enforcement's figures, while it keeps them fresh: the tenant has a budget and was checked this month."""
+    if not _has_budget(policy) or state is None or state.checked_at is None or state.checked_at < start:
+        return None
+    return state.tokens_month_to_date, state.cost_month_to_date_usd
+
+
+def _has_budget(policy) -> bool:
+    return policy is not None and (policy.monthly_token_budget is not None or policy.monthly_budget_usd is not None)
+
+
+def _row(principal, tenant, policy, state, figures: tuple) -> dict:
+    tokens = Usage(getattr(policy, "monthly_token_budget", None), figures[0])
+    usd = Usage(getattr(policy, "monthly_budget_usd", None), figures[1])
+    return {"tenant": tenant, "state": state, "tokens": tokens, "usd": usd, "has_budget": _has_budget(policy),
             "can_edit": has_perm(principal, tenant, Perm.MANAGE_QUOTAS)}
 
 

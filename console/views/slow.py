@@ -4,6 +4,7 @@ The gateway keeps the start of every prompt after secret redaction
 (SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS) for SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS; which requests
 are slow is only known afterwards (p95 of the chosen range), so every request keeps its sample.
 """
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
@@ -28,8 +29,10 @@ def slow_requests(request):
     events = stats.events_in(tenant_ids_with(principal, SLOW_REQUESTS), tr)
     p95 = stats.percentile(events, "ttft_ms", 0.95)
     slow = events.filter(ttft_ms__gt=p95).select_related("tenant").order_by("-ttft_ms")[:LIMIT] if p95 else []
-    return render(request, "console/slow.html", {"range": tr, "p95": p95, "rows": [_row(e) for e in slow],
-                                                 "prompt_chars": PROMPT_CHARS})
+    return render(request, "console/slow.html", {
+        "range": tr, "p95": p95, "rows": [_row(e) for e in slow], "prompt_chars": PROMPT_CHARS,
+        "sample_chars": settings.SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS,
+        "sample_hours": settings.SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS})
 
 
 def _row(event) -> dict:

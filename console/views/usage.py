@@ -33,6 +33,7 @@ def usage_page(request):
         return _csv(usage_data.csv_rows(costs), tr)
     return render(request, "console/usage.html", {
         "range": tr, "range_choices": [c for c in tr.choices() if c[0] in USAGE_RANGES], "costs": costs,
+        "held": usage_data.held_units(costs),
         "models": usage_data.usage_by_model(q), **_charts(q, tr)})
 
 

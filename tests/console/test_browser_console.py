@@ -138,6 +138,38 @@ def test_instances_refresh_themselves(page_for, live_server, world):
     expect(page.locator('[data-field="kv_cache"]')).to_have_text("50.0 %")
 
 
+def test_the_first_minutes_read_true_styled_and_within_the_csp(page_for, live_server, world):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.console.test_overview_rollups import first_request
+    from tests.console.test_usage_pages import traffic
+
+    world.dep_a.instances.update(ready_at=timezone.now() - timedelta(minutes=30))  # a CPU instance: 4 cores
+    traffic(world)  # 20 requests, rolled up
+    first_request(world)  # one more, not rolled up yet
+    page = page_for("charlie")
+    refused = []
+    page.on("console", lambda message: refused.append(message.text) if "Content Security Policy" in message.text
+            else None)
+    page.goto(f"{live_server.url}{reverse('console:home')}")  # the default view: last 24 hours
+    expect(page.locator(".kpi").first).to_contain_text("21 requests")
+    expect(page.locator(".kpi").last).to_contain_text("Total cost per completion")
+    # The stylesheet applied (the page's background colour comes from console.css only).
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(243, 245, 248)"
+    page.goto(f"{live_server.url}{reverse('console:usage')}")
+    headers = [text.split("\n")[0] for text in page.locator("#cost-table thead th").all_inner_texts()]
+    assert "CPU core-hours" in headers and "GPU-hours" not in headers and "Total cost per completion" in headers
+    page.goto(f"{live_server.url}{reverse('console:budgets')}")
+    row = page.get_by_role("row", name=re.compile("tenant-a"))
+    expect(row).to_contain_text("no budget set")
+    expect(row.locator("td").nth(2)).to_have_text("2,438")  # 20 × 120 + 38 tokens this month, not 0
+    page.goto(f"{live_server.url}{reverse('console:slow')}?range=1h")
+    expect(page.locator("p.note").last).to_contain_text("start of each prompt after secret redaction")
+    assert refused == []
+
+
 # (screenshot name, route, URL args — or the key of an id that budgets_prices_and_quotas returns)
 PAGES = [("overview", "console:home", ()), ("tenants", "console:tenants", ()),
          ("tenant", "console:tenant", ("tenant-a",)), ("keys", "console:keys", ()), ("fleet", "console:fleet", ()),

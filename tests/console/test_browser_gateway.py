@@ -1,4 +1,5 @@
-"""Traffic sent through the real gateway shows up on the console's usage chart and in its cost table."""
+"""Traffic sent through the real gateway shows up on the overview's default view, the usage chart and the
+cost table at once, before any rollup has run, and the same after it."""
 import time
 from datetime import datetime, timezone as dt_timezone
 from decimal import Decimal
@@ -76,22 +77,31 @@ def wait_for_usage(count: int, timeout: float = 15.0) -> None:
         time.sleep(0.1)
 
 
-def test_gateway_traffic_appears_on_the_usage_chart_and_cost_table(world, gateway, live_server):
+def test_gateway_traffic_appears_on_the_overview_and_cost_table_at_once(world, gateway, live_server):
     from usage.refresh import refresh_rollups
 
     raw_key = make_key(world.a, world.users["alice"], scopes=["inference"]).raw
     send_traffic(gateway, raw_key)
     wait_for_usage(REQUESTS)
     time.sleep(1.1)  # let the engine's up-time exceed its busy time a little, as in any real hour
-    refresh_rollups(timezone.now())  # what the periodic `usage.roll_up_recent` task does
-    with chromium() as browser:
-        page = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()
-        sign_in(page, live_server.url, "alice")
+    with chromium() as browser:  # no rollup has run yet: the requests count from their raw usage events
+        page = signed_in(browser, live_server)  # lands on the overview's default view, last 24 hours
+        expect(page.locator(".kpi").first).to_contain_text(f"{REQUESTS} requests")
+        expect(page.get_by_role("img", name="Requests per hour, last 24 hours")).to_be_visible()
         page.goto(f"{live_server.url}{reverse('console:usage')}")
         expect(page.get_by_role("img", name="Requests per hour")).to_be_visible()
         row = page.locator("#cost-table tbody tr").filter(has_text="tenant-a")
         expect(row.locator("td").nth(1)).to_have_text(str(REQUESTS))
         assert float(row.locator("td").nth(6).get_attribute("data-sort")) > 0  # total cost
-        page.goto(f"{live_server.url}{reverse('console:home')}?range=1h")
-        expect(page.locator(".kpi").first).to_contain_text(f"{REQUESTS} requests")
+    # Outside the browser block: database work inside Playwright's event loop gets a connection of its own.
+    refresh_rollups(timezone.now())  # what the periodic `usage.roll_up_recent` task does
+    with chromium() as browser:
+        page = signed_in(browser, live_server)
+        expect(page.locator(".kpi").first).to_contain_text(f"{REQUESTS} requests")  # the same, not doubled
         screenshot(page, "overview-gateway")
+
+
+def signed_in(browser, live_server):
+    page = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()
+    sign_in(page, live_server.url, "alice")
+    return page

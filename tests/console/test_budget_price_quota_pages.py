@@ -1,5 +1,5 @@
 """Budgets, GPU prices and key / member quotas in the console: who opens what, writes through services, form errors."""
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime, timedelta, timezone as dt_timezone
 from decimal import Decimal
 
 import pytest
@@ -12,7 +12,7 @@ from fleet.models import Deployment
 from quotas.models import QuotaPolicy
 from tests.factories import SYSTEM
 from usage.models import GpuPrice
-from usage.services import set_budget_state, set_gpu_price
+from usage.services import record_usage_batch, set_budget_state, set_gpu_price
 
 pytestmark = pytest.mark.django_db
 
@@ -99,9 +99,18 @@ def test_budgets_show_use_against_budget_with_an_accessible_bar(world, login):
     assert "tenant-a" in everyone and "tenant-b" in everyone
 
 
-def test_a_tenant_without_budgets_reads_as_such(world, login):
-    html = login("bob").get(reverse("console:budgets")).content.decode()
-    assert "no budget" in html and "<progress" not in html
+def test_a_tenant_without_budgets_shows_its_real_use_and_no_budget_set(world, login):
+    world.dep_b.instances.update(ready_at=timezone.now() - timedelta(minutes=30))  # 4 CPU cores × $0.04/h
+    record_usage_batch([{"request_id": f"b-{i}", "occurred_at": timezone.now(), "tenant_id": world.b.pk,
+                         "instance_id": world.dep_b.instances.get().pk, "status_code": 200, "outcome": "ok",
+                         "prompt_tokens": 100, "completion_tokens": 20, "latency_ms": 300.0} for i in range(3)])
+    response = login("bob").get(reverse("console:budgets"))  # no rollup, no budget check has run
+    html = response.content.decode()
+    assert html.count("<span class=\"note\">no budget set<") == 2 and "<progress" not in html and "not enforced" in html
+    [row] = response.context["rows"]
+    assert row["tokens"].used == 360 and Decimal("0.07") < row["usd"].used < Decimal("0.09")  # 30 min of it
+    edit = login("bob").get(reverse("console:budget-edit", args=["tenant-b"])).content.decode()
+    assert "360" in edit and "no budget set" in edit and "not checked yet" not in edit
 
 
 def test_last_months_figures_do_not_count_this_month(world, login):

@@ -54,10 +54,41 @@ def test_slow_requests_are_those_above_p95_slowest_first(world, login):
     response = login("alice").get(reverse("console:slow") + "?range=1h")
     assert [row["event"].ttft_ms for row in response.context["rows"]] == [240.0]
     assert response.context["rows"][0]["prompt"] == "def handler_19(): [REDACTED:github_token]"
-    assert "def handler_19(): [REDACTED:github_token]" in response.content.decode()
+    html = response.content.decode()
+    assert "def handler_19(): [REDACTED:github_token]" in html
+    # The footnote says what the page does: redacted prompt starts, kept for a day (not "not kept yet").
+    assert "start of each prompt after secret redaction" in html and "cleared after 24 hours" in html
+    assert "does not keep prompt text" not in html and "ranked exactly over the last hour" in html
     assert login("bob").get(reverse("console:slow") + "?range=1h").context["rows"] == []
 
 
 def test_empty_pages_explain_themselves(world, login):
     assert "No requests reached the gateway" in login("alice").get(reverse("console:home")).content.decode()
-    assert "No rolled-up traffic" in login("alice").get(reverse("console:usage")).content.decode()
+    assert "No requests in this range" in login("alice").get(reverse("console:usage")).content.decode()
+
+
+def test_total_cost_per_completion_is_one_figure_under_one_label_on_overview_and_usage(world, login):
+    world.dep_a.instances.update(ready_at=timezone.now() - timedelta(minutes=30))
+    traffic(world)  # 18 completed requests of tenant A on its own (CPU) deployment
+    alice = login("alice")
+    home, usage = alice.get(reverse("console:home")), alice.get(reverse("console:usage"))
+    [row] = usage.context["costs"]
+    assert row["completions"] == 18
+    assert float(home.context["cost_per_completion"]) == pytest.approx(float(row["total_cost_per_completion_usd"]),
+                                                                       rel=1e-3)
+    assert float(row["total_cost_per_completion_usd"]) > float(row["cost_per_completion_usd"])  # idle included
+    for page in (home, usage):
+        assert "Total cost per completion" in page.content.decode()
+    assert "Cost / completion" not in usage.content.decode()
+
+
+def test_cpu_instances_are_counted_in_cpu_core_hours_not_gpu_hours(world, login):
+    world.dep_a.instances.update(ready_at=timezone.now() - timedelta(minutes=30))  # no GPU type: 4 CPU cores
+    traffic(world)
+    response = login("alice").get(reverse("console:usage"))
+    html = response.content.decode()
+    assert ">CPU core-hours</th>" in html and "GPU-hours" not in html
+    [row] = response.context["costs"]
+    assert 1.9 < float(row["cpu_core_hours"]) < 2.1 and row["gpu_hours"] == "0.000000"  # 30 min × 4 cores
+    header = login("alice").get(reverse("console:usage") + "?format=csv").getvalue().decode().splitlines()[0]
+    assert "gpu_hours,cpu_core_hours" in header

@@ -6,16 +6,19 @@ splits the same way (A $0.75, B $0.25).
 Dedicated: two A100-80G ($2.50/GPU-h, TP 2) up the last 30 minutes of the hour = 1 GPU-hour = $2.50;
 one request keeps it busy 10 of those 30 minutes: $0.83 usage, $1.67 idle, all tenant A's.
 """
+import importlib
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.apps import apps as django_apps
 
 from fleet.models import Deployment, Instance
 from models_registry.models import Model, ModelVersion
 from tests.usage.events import BASE, at, event
 from usage.cost.allocation import InstanceHour, allocate, busy_seconds, split
-from usage.models import CostKind, CostRollup, Granularity
+from tenants.models import Tenant
+from usage.models import CostKind, CostRollup, Granularity, PriceUnit
 from usage.rollups import roll_up_day, roll_up_hours
 from usage.selectors import UsageQuery, cost_table
 from usage.services import record_feedback, record_usage_batch
@@ -116,12 +119,34 @@ def test_an_unused_shared_pool_goes_to_the_unallocated_bucket(tenant_a, version)
     assert (row.tenant_id, row.kind, row.cost_usd) == (None, CostKind.IDLE, Decimal("0.600000"))  # 45 min × $0.80
 
 
-def test_cpu_instances_are_priced_per_core_hour(tenant_a, version, settings):
+def test_cpu_instances_are_priced_per_core_hour_and_counted_in_core_hours(tenant_a, version, settings):
     settings.SWITCHYARD_COST_CPU_CORES_PER_INSTANCE = 8
     dep = deployment(version, tenant_a, "a-cpu", "")
     instance(dep, BASE - timedelta(hours=1))
+    gpu = deployment(version, tenant_a, "a-l4", "L4")
+    instance(gpu, BASE + timedelta(minutes=30))
     roll_up_hours(BASE, BASE + timedelta(hours=1), now=NOW)
-    assert _cost(tenant_a, CostKind.IDLE) == Decimal("0.32")  # 8 cores × $0.04
+    roll_up_day(BASE, now=NOW)
+    assert _cost(tenant_a, CostKind.IDLE) == Decimal("0.72")  # 8 cores × $0.04 + 30 min of an L4 at $0.80
+    assert set(CostRollup.objects.values_list("deployment_id", "unit").distinct()) == {
+        (dep.pk, PriceUnit.CPU_CORE), (gpu.pk, PriceUnit.GPU)}
+    for granularity in (Granularity.HOUR, Granularity.DAY):
+        [row] = cost_table(UsageQuery([tenant_a.pk], BASE, BASE + timedelta(days=1), granularity), "tenant")
+        assert (row["gpu_hours"], row["cpu_core_hours"]) == ("0.500000", "8.000000")  # never added up
+
+
+def test_cost_rows_written_before_units_were_kept_learn_theirs(db):
+    migration = importlib.import_module("usage.migrations.0008_cost_rollup_unit")
+    tenant = Tenant.objects.create(slug="old-rows", name="old rows")
+    model = Model.objects.create(name="old-coder")
+    old = ModelVersion.objects.create(model=model, version="1", artifact_uri="file:///m")
+    cpu, h100 = deployment(old, tenant, "cpu", " CPU "), deployment(old, tenant, "h100", "H100")
+    for dep in (cpu, h100):
+        CostRollup.objects.create(granularity=Granularity.HOUR, period_start=BASE, tenant=tenant,
+                                  deployment_id=dep.pk, kind=CostKind.IDLE, gpu_seconds=Decimal(3600))
+    migration.mark_cpu_rows(django_apps, None)
+    assert dict(CostRollup.objects.values_list("deployment_id", "unit")) == {
+        cpu.pk: PriceUnit.CPU_CORE, h100.pk: PriceUnit.GPU}
 
 
 def test_instances_still_up_are_charged_until_now(tenant_a, version):

@@ -135,7 +135,9 @@ def _money(**kwargs):
 
 class CostRowSerializer(_figures({
         **_label_fields(COST_BREAKDOWNS), "completions": serializers.IntegerField(), "tokens": serializers.IntegerField(),
-        "gpu_hours": _money(), "usage_cost_usd": _money(), "idle_cost_usd": _money(), "total_cost_usd": _money(),
+        "gpu_hours": _money(help_text="GPU time held (instances with a GPU type)."),
+        "cpu_core_hours": _money(help_text="CPU core time held (instances without a GPU: no GPU type, or cpu)."),
+        "usage_cost_usd": _money(), "idle_cost_usd": _money(), "total_cost_usd": _money(),
         **{name: _money(allow_null=True) for name in (
             "cost_per_completion_usd", "total_cost_per_completion_usd", "cost_per_1k_tokens_usd",
             "total_cost_per_1k_tokens_usd", "cost_per_accepted_completion_usd")},

@@ -1,4 +1,5 @@
-"""/api/v1/usage/: charts, breakdowns, cost and GPU prices, all answered from rollups."""
+"""/api/v1/usage/: charts, breakdowns, cost and GPU prices, answered from rollups and the raw events of
+the hours not rolled up yet (usage/live.py)."""
 import csv
 import io
 

@@ -5,7 +5,7 @@ No database here: inputs are plain values, so the worked examples in docs/usage-
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from usage.models import CostKind
+from usage.models import CostKind, PriceUnit
 
 MICRO = Decimal("0.000001")
 
@@ -23,6 +23,7 @@ class InstanceHour:
     up_seconds: float
     busy_seconds: float
     work_by_tenant: dict = field(default_factory=dict)
+    unit: str = PriceUnit.GPU  # gpu_seconds are CPU core-seconds for PriceUnit.CPU_CORE
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class CostShare:
     gpu_seconds: Decimal
     cost_usd: Decimal
     engine_work: float
+    unit: str = PriceUnit.GPU
 
 
 def micro(value) -> Decimal:
@@ -83,7 +85,7 @@ def _shares(hour: InstanceHour, kind: str, cost: Decimal, gpu: Decimal, weights:
     costs, gpus = split(cost, weights), split(gpu, weights)
     work = hour.work_by_tenant if kind == CostKind.USAGE else {}
     return [CostShare(tenant, hour.model_version_id, hour.quantization, hour.deployment_id, kind, gpus[tenant],
-                      costs[tenant], work.get(tenant, 0.0)) for tenant in weights]
+                      costs[tenant], work.get(tenant, 0.0), hour.unit) for tenant in weights]
 
 
 def busy_seconds(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:

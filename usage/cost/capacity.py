@@ -5,7 +5,7 @@ from datetime import datetime
 from django.apps import apps
 from django.db.models import Q
 
-from usage.cost.prices import held_resources
+from usage.cost.prices import held_resources, unit_of
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,7 @@ class InstanceSpan:
     quantization: str
     resource: str
     units: int
+    unit: str  # PriceUnit: GPUs or CPU cores
     up_from: datetime
     up_to: datetime | None  # None: still up
 
@@ -42,4 +43,5 @@ def _span(instance) -> InstanceSpan:
     return InstanceSpan(instance_id=instance.pk, deployment_id=deployment.pk, owner_tenant_id=deployment.tenant_id,
                         model_version_id=deployment.model_version_id,
                         quantization=deployment.model_version.quantization, resource=resource, units=units,
+                        unit=unit_of(resource),
                         up_from=instance.starting_at or instance.ready_at, up_to=min(ends) if ends else None)

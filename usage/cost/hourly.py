@@ -51,7 +51,7 @@ def instance_hour(span: InstanceSpan, window, prices: dict, served) -> InstanceH
     return InstanceHour(deployment_id=span.deployment_id, owner_tenant_id=span.owner_tenant_id,
                         model_version_id=span.model_version_id, quantization=span.quantization,
                         gpu_seconds=gpu_seconds, cost_usd=cost, up_seconds=up_seconds, busy_seconds=busy,
-                        work_by_tenant=work)
+                        work_by_tenant=work, unit=span.unit)
 
 
 def served_requests(start: datetime, end: datetime, instance_ids: list[int]) -> dict:
@@ -69,10 +69,11 @@ def served_requests(start: datetime, end: datetime, instance_ids: list[int]) -> 
 
 
 def merge_shares(shares: list[CostShare]) -> dict[tuple, dict]:
-    """Sum shares per (tenant, model version, quantization, deployment, kind)."""
+    """Sum shares per (tenant, model version, quantization, deployment, kind, unit)."""
     merged: dict[tuple, dict] = {}
     for share in shares:
-        key = (share.tenant_id, share.model_version_id, share.quantization, share.deployment_id, share.kind)
+        key = (share.tenant_id, share.model_version_id, share.quantization, share.deployment_id, share.kind,
+               share.unit)
         row = merged.setdefault(key, {"gpu_seconds": Decimal(0), "cost_usd": Decimal(0), "engine_work": 0.0})
         row["gpu_seconds"] += share.gpu_seconds
         row["cost_usd"] += share.cost_usd

@@ -3,7 +3,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from usage.models import GpuPrice
+from usage.models import GpuPrice, PriceUnit
 
 CPU = "cpu"
 
@@ -22,6 +22,11 @@ class PriceHistory:
                 break
             table[gpu_type.lower()] = price
         return table
+
+
+def unit_of(resource: str) -> str:
+    """What a held resource is counted in: GPU-hours, or CPU core-hours for the `cpu` price key."""
+    return PriceUnit.CPU_CORE if resource == CPU else PriceUnit.GPU
 
 
 def held_resources(deployment) -> tuple[str, int]:
