@@ -304,6 +304,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 15.0,
         "options": {"expires": 12},
     },
+    "fleet-autoscale": {
+        "task": "fleet.autoscale",
+        "schedule": 5.0,
+        "options": {"expires": 4},
+    },
     "fleet-health-check": {
         "task": "fleet.health_check",
         "schedule": 5.0,

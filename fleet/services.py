@@ -11,7 +11,7 @@ from django.utils import timezone
 from audit.actor import Actor
 from audit.services import record_event
 from fleet import launching
-from fleet.models import Deployment, DeploymentStatus, Instance
+from fleet.models import Deployment, DeploymentStatus, Instance, ScalingDecision, ScalingPolicy
 from fleet.states import InstanceState
 from fleet.transitions import transition_instance
 from fleet.validation import validate_spec
@@ -126,3 +126,67 @@ def _lock_tenant(tenant) -> None:
 
 def _locked(pk: int) -> Deployment:
     return Deployment.objects.select_for_update(of=("self",)).select_related("tenant", "model_version__model").get(pk=pk)
+
+
+SCALING_FIELDS = ("enabled", "queue_per_instance", "kv_cache_usage", "ttft_p95_slo_ms", "up_window_seconds",
+                  "low_water_per_instance", "idle_window_seconds", "zero_after_idle_seconds", "cooldown_up_seconds",
+                  "cooldown_down_seconds", "max_step", "wake_timeout_seconds")
+AUTOSCALER = Actor.system("autoscaler")
+
+
+@transaction.atomic
+def set_scaling_policy(deployment: Deployment, *, actor: Actor, **fields) -> ScalingPolicy:
+    """Create or change a deployment's scaling policy; turning it on starts from the current serving size."""
+    deployment = _locked(deployment.pk)
+    scaling, created = ScalingPolicy.objects.select_for_update().get_or_create(deployment=deployment)
+    before = {} if created else scaling_view(scaling)
+    for name in SCALING_FIELDS:
+        if name in fields and (fields[name] is not None or name == "ttft_p95_slo_ms"):  # None clears the SLO
+            setattr(scaling, name, fields[name])
+    scaling.full_clean(exclude=["deployment"])
+    scaling.save()
+    deployment.serving_replicas = deployment.serving_target if scaling.enabled else deployment.min_replicas
+    deployment.save(update_fields=["serving_replicas", "updated_at"])
+    record_event(actor=actor, action="fleet.deployment.scaling_policy", tenant=deployment.tenant, target=deployment,
+                 before=before, after=scaling_view(scaling))
+    _reconcile_on_commit(deployment.pk)
+    return scaling
+
+
+@transaction.atomic
+def apply_scaling_decision(deployment: Deployment, decision) -> Deployment:
+    """Move the serving size as the autoscaler decided: stored, audited with its figures, reconciled on commit."""
+    deployment = _locked(deployment.pk)
+    scaling = ScalingPolicy.objects.select_for_update().get(deployment=deployment)
+    now = timezone.now()
+    before = deployment.serving_replicas
+    deployment.serving_replicas = decision.to_serving
+    deployment.save(update_fields=["serving_replicas", "updated_at"])
+    if decision.action == "up":
+        scaling.last_scale_up_at = now
+    else:
+        scaling.last_scale_down_at = now
+    if decision.rule == "wake" or decision.to_serving > 0:
+        scaling.wake_requested_at = None
+    scaling.save(update_fields=["last_scale_up_at", "last_scale_down_at", "wake_requested_at", "updated_at"])
+    ScalingDecision.objects.create(deployment=deployment, decided_at=now, rule=decision.rule, action=decision.action,
+                                   from_serving=decision.from_serving, to_serving=decision.to_serving,
+                                   signals=decision.signals, reason=decision.reason[:300])
+    record_event(actor=AUTOSCALER, action=f"fleet.deployment.autoscale.{decision.action}", tenant=deployment.tenant,
+                 target=deployment, before={"serving_replicas": before},
+                 after={"serving_replicas": decision.to_serving, "rule": decision.rule, "reason": decision.reason,
+                        "signals": decision.signals})
+    _reconcile_on_commit(deployment.pk)
+    return deployment
+
+
+def request_wake(deployment_id: int) -> bool:
+    """A request arrived for a deployment asleep at zero: mark it (observation, not audited); True if it sleeps."""
+    updated = ScalingPolicy.objects.filter(deployment_id=deployment_id, enabled=True, wake_requested_at__isnull=True,
+                                           deployment__serving_replicas=0).update(wake_requested_at=timezone.now())
+    return bool(updated) or ScalingPolicy.objects.filter(deployment_id=deployment_id,
+                                                         wake_requested_at__isnull=False).exists()
+
+
+def scaling_view(scaling: ScalingPolicy) -> dict:
+    return {name: getattr(scaling, name) for name in SCALING_FIELDS}

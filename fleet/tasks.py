@@ -46,3 +46,24 @@ def drain(instance_id: int) -> dict:
     if not done:
         drain.apply_async((instance_id,), countdown=DRAIN_POLL_SECONDS)
     return {"instance": instance_id, "done": done}
+
+
+@shared_task(name="fleet.autoscale", time_limit=30, soft_time_limit=25)
+def autoscale() -> dict:
+    """Sample every deployment's demand and apply its scaling policy."""
+    from fleet.autoscaling import scaler
+
+    return scaler.run_pass()
+
+
+@shared_task(name="fleet.wake", time_limit=30, soft_time_limit=25)
+def wake(deployment_id: int) -> dict:
+    """The gateway got a request for a deployment asleep at zero: decide now rather than at the next pass."""
+    from fleet.autoscaling import scaler
+    from fleet.models import Deployment
+    from fleet.services import request_wake
+
+    if not request_wake(deployment_id):
+        return {"deployment": deployment_id, "asleep": False}
+    deployment = Deployment.objects.select_related("scaling").filter(pk=deployment_id).first()
+    return {"deployment": deployment_id, "changed": scaler.scale_one(deployment) if deployment else 0}

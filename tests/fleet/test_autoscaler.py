@@ -1,0 +1,85 @@
+"""The autoscale pass: samples stored, the policy applied, decisions stored and audited, the wake."""
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from audit.models import AuditEvent
+from fleet import services
+from fleet.autoscaling import scaler
+from fleet.models import DemandSample, Deployment, Instance, InstanceRole, ScalingDecision
+from fleet.states import InstanceState
+from fleet.transitions import FLEET
+from tests.fleet.conftest import make_version
+
+S = InstanceState
+
+
+@pytest.fixture
+def scaled(db):
+    deployment = Deployment.objects.create(name="auto", model_version=make_version(), min_replicas=1, max_replicas=4,
+                                           serving_replicas=1, runtime_backend="simulator")
+    services.set_scaling_policy(deployment, actor=FLEET, up_window_seconds=20, cooldown_up_seconds=60)
+    Instance.objects.create(deployment=deployment, state=S.READY, role=InstanceRole.SERVING,
+                            endpoint_url="http://127.0.0.1:9", metrics={"num_requests_waiting": 30,
+                                                                       "num_requests_running": 4,
+                                                                       "kv_cache_usage_perc": 0.5})
+    return Deployment.objects.select_related("scaling").get(pk=deployment.pk)
+
+
+def backfill(deployment, seconds: int, **figures):
+    now = timezone.now()
+    for age in range(seconds, 0, -5):
+        DemandSample.objects.create(deployment=deployment, at=now - timedelta(seconds=age), serving=1, **figures)
+
+
+def test_a_queue_held_for_the_window_scales_up_and_the_decision_is_stored_and_audited(scaled):
+    backfill(scaled, 25, waiting=30, running=4)
+    assert scaler.run_pass() == {"sampled": 1, "changed": 1}
+    scaled.refresh_from_db()
+    assert scaled.serving_replicas == 3  # 30 waiting / 8 per instance asks for 4; at most 2 more at once
+    decision = ScalingDecision.objects.get(deployment=scaled)
+    assert (decision.rule, decision.from_serving, decision.to_serving) == ("queue", 1, 3)
+    assert decision.signals["waiting"] == 30
+    event = AuditEvent.objects.get(action="fleet.deployment.autoscale.up")
+    assert event.after["rule"] == "queue" and event.after["serving_replicas"] == 3
+    assert scaler.run_pass() == {"sampled": 1, "changed": 0}  # the cooldown holds it
+
+
+def test_a_short_burst_moves_nothing(scaled):
+    backfill(scaled, 10, waiting=30)
+    assert scaler.run_pass()["changed"] == 0
+
+
+def test_a_deployment_without_a_policy_is_sampled_for_the_chart_but_never_scaled(db):
+    deployment = Deployment.objects.create(name="fixed", model_version=make_version(), min_replicas=1,
+                                           max_replicas=4, runtime_backend="simulator")
+    assert scaler.run_pass() == {"sampled": 1, "changed": 0}
+    assert DemandSample.objects.filter(deployment=deployment).count() == 1
+
+
+def test_a_second_pass_at_once_is_skipped(scaled):
+    from fleet import leases
+
+    with leases.held("fleet.autoscale", ttl=30):
+        assert scaler.run_pass() == {"skipped": 1}
+
+
+def test_a_request_wakes_a_deployment_asleep_at_zero(db):
+    from fleet.tasks import wake
+
+    deployment = Deployment.objects.create(name="sleepy", model_version=make_version(), min_replicas=0,
+                                           max_replicas=2, serving_replicas=0, runtime_backend="simulator")
+    services.set_scaling_policy(deployment, actor=FLEET)
+    assert Deployment.objects.get(pk=deployment.pk).serving_target == 0
+    assert wake.run(deployment.pk) == {"deployment": deployment.pk, "changed": 1}
+    deployment.refresh_from_db()
+    assert deployment.serving_replicas == 1 and deployment.scaling.wake_requested_at is None
+    assert ScalingDecision.objects.get(deployment=deployment).rule == "wake"
+    assert wake.run(deployment.pk) == {"deployment": deployment.pk, "asleep": False}
+
+
+def test_scaling_bounds_follow_min_and_max_changes(scaled):
+    Deployment.objects.filter(pk=scaled.pk).update(serving_replicas=4)
+    services.scale_deployment(Deployment.objects.get(pk=scaled.pk), actor=FLEET, max_replicas=2)
+    assert Deployment.objects.get(pk=scaled.pk).serving_replicas == 2
