@@ -4,7 +4,10 @@ from rest_framework import serializers
 
 from controlplane.api.fields import storable_json
 from controlplane.api.restricted import RestrictedFieldsMixin
-from fleet.models import MAX_PARALLEL_PRODUCT, MAX_REPLICAS, BuiltinRuntime, Deployment, Instance
+from fleet.models import (
+    MAX_PARALLEL_PRODUCT, MAX_REPLICAS, BuiltinRuntime, DemandSample, Deployment, Instance, ScalingDecision,
+    ScalingPolicy,
+)
 from fleet.runtime import backend_choices
 
 
@@ -16,7 +19,7 @@ class InstanceSerializer(RestrictedFieldsMixin, serializers.ModelSerializer):
 
     class Meta:
         model = Instance
-        fields = ["id", "state", "pending_reason", "endpoint_url", "port", "pid", "restart_count", "next_start_after",
+        fields = ["id", "state", "role", "pending_reason", "endpoint_url", "port", "pid", "restart_count", "next_start_after",
                   "created_at", "starting_at", "ready_at", "draining_at", "drain_deadline", "stopped_at", "failed_at",
                   "released_at", "consecutive_health_failures", "last_health_at", "last_health_ok",
                   "last_health_error", "metrics", "failure_reason", "log_tail"]
@@ -40,7 +43,8 @@ class DeploymentSerializer(serializers.ModelSerializer):
     class Meta:
         model = Deployment
         fields = ["id", "tenant", "name", "model", "model_version", "model_version_label", "runtime_backend",
-                  "min_replicas", "max_replicas", "warm_pool_size", "target_replicas", "tensor_parallel_size",
+                  "min_replicas", "max_replicas", "warm_pool_size", "serving_replicas", "target_replicas",
+                  "tensor_parallel_size",
                   "pipeline_parallel_size", "gpu_type", "region", "status", "simulator_params", "fallback_model_name", "created_at",
                   "updated_at", "instances"]
         read_only_fields = fields
@@ -83,3 +87,44 @@ class ScaleSerializer(serializers.Serializer):
         if not attrs:
             raise serializers.ValidationError("Give min_replicas, max_replicas or warm_pool_size.")
         return attrs
+
+
+class ScalingPolicySerializer(serializers.ModelSerializer):
+    """A deployment's autoscaling rules; every field optional on update (PATCH semantics on PUT)."""
+
+    queue_per_instance = serializers.FloatField(min_value=0.1, max_value=10_000, required=False)
+    kv_cache_usage = serializers.FloatField(min_value=0.05, max_value=1.0, required=False)
+    ttft_p95_slo_ms = serializers.FloatField(min_value=1, max_value=600_000, required=False, allow_null=True)
+    up_window_seconds = serializers.IntegerField(min_value=5, max_value=3600, required=False)
+    low_water_per_instance = serializers.FloatField(min_value=0, max_value=10_000, required=False)
+    idle_window_seconds = serializers.IntegerField(min_value=10, max_value=86_400, required=False)
+    zero_after_idle_seconds = serializers.IntegerField(min_value=10, max_value=604_800, required=False)
+    cooldown_up_seconds = serializers.IntegerField(min_value=0, max_value=86_400, required=False)
+    cooldown_down_seconds = serializers.IntegerField(min_value=0, max_value=86_400, required=False)
+    max_step = serializers.IntegerField(min_value=1, max_value=MAX_REPLICAS, required=False)
+    wake_timeout_seconds = serializers.IntegerField(min_value=1, max_value=3600, required=False)
+
+    class Meta:
+        model = ScalingPolicy
+        fields = ["enabled", "queue_per_instance", "kv_cache_usage", "ttft_p95_slo_ms", "up_window_seconds",
+                  "low_water_per_instance", "idle_window_seconds", "zero_after_idle_seconds", "cooldown_up_seconds",
+                  "cooldown_down_seconds", "max_step", "wake_timeout_seconds", "last_scale_up_at",
+                  "last_scale_down_at", "updated_at"]
+        read_only_fields = ["last_scale_up_at", "last_scale_down_at", "updated_at"]
+        extra_kwargs = {"enabled": {"required": False}}
+
+
+class ScalingDecisionSerializer(serializers.ModelSerializer):
+    signals = serializers.DictField(read_only=True, help_text="The latest sample the decision read.")
+
+    class Meta:
+        model = ScalingDecision
+        fields = ["decided_at", "action", "rule", "from_serving", "to_serving", "reason", "signals"]
+        read_only_fields = fields
+
+
+class DemandSampleSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DemandSample
+        fields = ["at", "serving", "warm", "waiting", "running", "kv_cache_usage", "ttft_p95_ms", "requests"]
+        read_only_fields = fields

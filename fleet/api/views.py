@@ -4,6 +4,9 @@ Reading is the base viewset's rule (READ_RULES["deployments"]: a deployment of a
 may not read the fleet is a 404), engine internals need VIEW_FLEET_INTERNALS (InstanceSerializer);
 writing needs MANAGE_FLEET in the deployment's tenant, or platform admin. Shared pools are platform-only.
 """
+from datetime import timedelta
+
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
@@ -16,7 +19,7 @@ from controlplane.api.schema import conflict
 from controlplane.api.viewsets import TenantScopedViewSet
 from fleet import services
 from fleet.api import serializers as s
-from fleet.models import Deployment
+from fleet.models import Deployment, ScalingPolicy
 from fleet.permissions import can_manage_deployments
 from fleet.states import InvalidTransition
 from tenants.access import visible_tenants
@@ -68,6 +71,35 @@ class DeploymentViewSet(TenantScopedViewSet, mixins.ListModelMixin, mixins.Retri
     @action(detail=True, methods=["post"], url_path=INSTANCE_ACTION + "/restart")
     def restart(self, request, pk=None, instance_id=None):
         return self._instance_action(services.restart_instance, instance_id)
+
+    @extend_schema(methods=["GET"], responses=s.ScalingPolicySerializer)
+    @extend_schema(methods=["PUT"], request=s.ScalingPolicySerializer, responses=s.ScalingPolicySerializer)
+    @action(detail=True, methods=["get", "put"])
+    def scaling(self, request, pk=None):
+        """The deployment's autoscaling policy (defaults, disabled, until one is set)."""
+        if request.method == "GET":
+            deployment = self.get_object()
+            policy = getattr(deployment, "scaling", None) or ScalingPolicy(deployment=deployment, enabled=False)
+            return Response(s.ScalingPolicySerializer(policy).data)
+        deployment = self._writable()
+        fields = self._valid(s.ScalingPolicySerializer)
+        policy = services.set_scaling_policy(deployment, actor=self._actor(), **fields)
+        return Response(s.ScalingPolicySerializer(policy).data)
+
+    @extend_schema(responses=s.ScalingDecisionSerializer(many=True))
+    @action(detail=True, methods=["get"], url_path="scaling/decisions")
+    def scaling_decisions(self, request, pk=None):
+        """The last 200 changes of the serving size, newest first, with the rule and figures behind each."""
+        decisions = self.get_object().scaling_decisions.order_by("-decided_at")[:200]
+        return Response(s.ScalingDecisionSerializer(decisions, many=True).data)
+
+    @extend_schema(responses=s.DemandSampleSerializer(many=True))
+    @action(detail=True, methods=["get"], url_path="scaling/samples")
+    def scaling_samples(self, request, pk=None):
+        """Demand and size over the last hour (one sample per autoscale pass), oldest first."""
+        since = timezone.now() - timedelta(hours=1)
+        samples = self.get_object().demand_samples.filter(at__gte=since).order_by("at")[:1000]
+        return Response(s.DemandSampleSerializer(samples, many=True).data)
 
     def _instance_action(self, service, instance_id):
         instance = get_object_or_404(self._writable().instances, pk=instance_id)

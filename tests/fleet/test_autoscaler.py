@@ -83,3 +83,27 @@ def test_scaling_bounds_follow_min_and_max_changes(scaled):
     Deployment.objects.filter(pk=scaled.pk).update(serving_replicas=4)
     services.scale_deployment(Deployment.objects.get(pk=scaled.pk), actor=FLEET, max_replicas=2)
     assert Deployment.objects.get(pk=scaled.pk).serving_replicas == 2
+
+
+@pytest.fixture
+def deployment_of_a(tenant_a):
+    return Deployment.objects.create(tenant=tenant_a, name="a-auto", model_version=make_version(), min_replicas=1,
+                                     max_replicas=3, runtime_backend="simulator")
+
+
+def test_the_scaling_api_reads_sets_and_refuses_bad_values_and_other_tenants(deployment_of_a, alice, bob, api):
+    from tests.conftest import bearer
+
+    url = f"/api/v1/deployments/{deployment_of_a.pk}/scaling/"
+    owner = bearer(alice.key)
+    assert owner.get(url).json()["enabled"] is False
+    answer = owner.put(url, {"enabled": True, "queue_per_instance": 4, "ttft_p95_slo_ms": 300}, format="json")
+    assert answer.status_code == 200 and answer.json()["queue_per_instance"] == 4
+    assert AuditEvent.objects.filter(action="fleet.deployment.scaling_policy").exists()
+    bad = owner.put(url, {"kv_cache_usage": 7, "max_step": 0}, format="json")
+    assert bad.status_code == 400 and set(bad.json()) == {"kv_cache_usage", "max_step"}
+    assert owner.get(url + "decisions/").json() == [] and owner.get(url + "samples/").status_code == 200
+    stranger = bearer(bob.key)
+    for path in (url, url + "decisions/", url + "samples/"):
+        assert stranger.get(path).status_code == 404
+    assert stranger.put(url, {"enabled": False}, format="json").status_code == 404
