@@ -19,6 +19,45 @@ import time
 import urllib.request
 from pathlib import Path
 
+class StopRequest:
+    """A flag a signal handler sets without taking a lock, and a wait on it (main thread only).
+
+    Not threading.Event: its set() takes the lock its wait() holds for a moment, and a handler runs in
+    the main thread between two bytecodes — a signal landing inside STOP.wait() blocked set() on a lock
+    its own thread held, forever, so a process-group SIGTERM could leave the whole stack running.
+    """
+
+    POLL_SECONDS = 0.1
+
+    def __init__(self):
+        self.requested = False
+
+    def set(self) -> None:
+        self.requested = True
+
+    def is_set(self) -> bool:
+        return self.requested
+
+    def wait(self, seconds: float) -> bool:
+        """True as soon as a stop is requested (within POLL_SECONDS), else False after `seconds`."""
+        deadline = time.monotonic() + seconds
+        while not self.requested and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(self.POLL_SECONDS, left))
+        return self.requested
+
+
+STOP = StopRequest()
+
+
+def _request_stop(signum, frame):
+    STOP.set()
+
+
+# Before the slower imports below: from here on a signal only sets the flag (also SIGINT inherited
+# as ignored, `cmd &` in a script), and main() acts on it whenever it arrived.
+for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(_sig, _request_stop)
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from fleet.runtime import sockets  # noqa: E402  (Django-free: usable before anything is configured)
@@ -32,20 +71,13 @@ ENGINE_WAIT_SECONDS = int(os.environ.get("SWITCHYARD_ENGINE_WAIT_SECONDS", "600"
 WORKER_GRACE_SECONDS = float(os.environ.get("SWITCHYARD_RUN_WORKER_GRACE_SECONDS", "3"))
 SERVER_GRACE_SECONDS = 10.0
 PY = sys.executable
-STOP = threading.Event()
 
 
 class CannotStart(Exception):
     """A clear reason `make run` gives up (printed without a traceback)."""
 
 
-def _request_stop(signum, frame):
-    STOP.set()
-
-
 def main() -> int:
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _request_stop)  # also when started with SIGINT ignored (`cmd &` in a script)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     children: dict[str, subprocess.Popen] = {}
     try:
