@@ -60,15 +60,16 @@ for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from controlplane.env import env_float, env_int, env_str  # noqa: E402
 from fleet.runtime import sockets  # noqa: E402  (Django-free: usable before anything is configured)
 
-VAR_DIR = Path(os.environ.get("SWITCHYARD_VAR_DIR", ROOT / "var"))
+VAR_DIR = Path(env_str("SWITCHYARD_VAR_DIR", str(ROOT / "var")))
 LOG_DIR = VAR_DIR / "log"
-HOST = os.environ.get("SWITCHYARD_HOST", "127.0.0.1")
-ENGINE_WAIT_SECONDS = int(os.environ.get("SWITCHYARD_ENGINE_WAIT_SECONDS", "600"))
-# Celery's prefork pool needs ~9 s for a warm shutdown with the filesystem broker (1-second polls in
-# its loops); fleet tasks are idempotent and transactional, so after this grace the group is killed.
-WORKER_GRACE_SECONDS = float(os.environ.get("SWITCHYARD_RUN_WORKER_GRACE_SECONDS", "3"))
+HOST = env_str("SWITCHYARD_HOST", "127.0.0.1")
+ENGINE_WAIT_SECONDS = env_int("SWITCHYARD_ENGINE_WAIT_SECONDS", 600, minimum=1)
+# A warm shutdown of the worker takes ~2 s (it waits for running tasks); fleet tasks are idempotent
+# and transactional, so one that outlasts this grace is killed and the next reconcile redoes it.
+WORKER_GRACE_SECONDS = env_float("SWITCHYARD_RUN_WORKER_GRACE_SECONDS", 10.0)
 SERVER_GRACE_SECONDS = 10.0
 PY = sys.executable
 
@@ -115,7 +116,7 @@ def run(children: dict) -> int:
 
 def choose_port(name: str, variable: str, default: int) -> int:
     """The configured port, refused with a clear message when taken; 0 picks a free one."""
-    port = int(os.environ.get(variable) or default)
+    port = env_int(variable, default, minimum=0, maximum=65535)
     if port == 0:
         return free_port()
     if sockets.port_in_use(port, HOST):
@@ -200,7 +201,10 @@ def _answers(url: str) -> bool:
 def stop_all(children: dict) -> None:
     """Stop the worker first (so it starts nothing new), then the servers, then this install's engines."""
     say("stopping…")
-    _stop_group(children.get("worker"), WORKER_GRACE_SECONDS)
+    # The worker alone gets the SIGTERM: Celery then stops its pool and beat in order. Its pool
+    # processes must not get one too (a child killed while holding the pool's queue lock used to
+    # leave the worker waiting for it forever); what is left after the grace is killed.
+    _stop_group(children.get("worker"), WORKER_GRACE_SECONDS, leader_only=True)
     servers = [children[name] for name in ("console", "gateway") if name in children]
     for proc in servers:
         _signal_group(proc, signal.SIGTERM)
@@ -219,11 +223,14 @@ def say(message: str) -> None:
         pass
 
 
-def _stop_group(proc: subprocess.Popen | None, grace: float) -> None:
-    """SIGTERM the child's group, SIGKILL it after `grace`; wait until the child is reaped."""
+def _stop_group(proc: subprocess.Popen | None, grace: float, *, leader_only: bool = False) -> None:
+    """SIGTERM the child's group (or only the child), SIGKILL the group after `grace`; wait until the child is reaped."""
     if proc is None:
         return
-    _signal_group(proc, signal.SIGTERM)
+    if leader_only:
+        proc.send_signal(signal.SIGTERM)  # a no-op once it has exited and been reaped
+    else:
+        _signal_group(proc, signal.SIGTERM)
     try:
         proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
