@@ -71,6 +71,8 @@ ENGINE_WAIT_SECONDS = env_int("SWITCHYARD_ENGINE_WAIT_SECONDS", 600, minimum=1)
 # and transactional, so one that outlasts this grace is killed and the next reconcile redoes it.
 WORKER_GRACE_SECONDS = env_float("SWITCHYARD_RUN_WORKER_GRACE_SECONDS", 10.0)
 SERVER_GRACE_SECONDS = 10.0
+# How often a line says the engine is still starting when the output is not a terminal (a log, a pipe).
+PROGRESS_LINE_SECONDS = 30
 PY = sys.executable
 
 
@@ -104,8 +106,8 @@ def run(children: dict) -> int:
     wait_ours("console", children["console"], f"{base}/healthz", console_port)
     wait_ours("gateway", children["gateway"], f"http://{HOST}:{gateway_port}/healthz", gateway_port)
     print_summary(base, gateway_port, seed)
-    report_engine(base, seed["api_key"], children)
-    while not STOP.is_set() and all(proc.poll() is None for proc in children.values()):
+    report_engine(base, seed["api_key"], children, seed.get("runtime", ""))
+    while not STOP.is_set() and _all_alive(children):
         STOP.wait(1)
     if STOP.is_set():
         return 0
@@ -269,19 +271,63 @@ def print_summary(base: str, gateway_port: int, seed: dict) -> None:
     print(f"  logs         {LOG_DIR}/\n", flush=True)
 
 
-def report_engine(base: str, api_key: str, children: dict) -> None:
-    """Wait (printing progress) until the demo deployment has a ready instance; print its URL."""
-    print("  engine       starting (real vLLM on the CPU takes about a minute) …", flush=True)
-    deadline = time.monotonic() + ENGINE_WAIT_SECONDS
-    while time.monotonic() < deadline and not STOP.is_set() and all(p.poll() is None for p in children.values()):
+def report_engine(base: str, api_key: str, children: dict, runtime: str) -> None:
+    """Wait until the demo deployment has a ready instance, showing the time spent; print its URL."""
+    expected = "the simulator takes a few seconds" if runtime == "simulator" else "real vLLM on the CPU takes 1–3 minutes"
+    print(f"  engine       starting ({expected}) …", flush=True)
+    started = time.monotonic()
+    progress = _Progress(sys.stdout.isatty())
+    while time.monotonic() - started < ENGINE_WAIT_SECONDS and not STOP.is_set() and _all_alive(children):
         instances = _demo_instances(base, api_key)
         ready = [i for i in instances if i.get("state") == "ready"]
+        elapsed = time.monotonic() - started
         if ready:
-            print(f"  engine       {ready[0]['endpoint_url']}  (ready; instance {ready[0]['id']})\n", flush=True)
+            progress.done(f"  engine       {ready[0]['endpoint_url']}  (ready after {elapsed:.0f} s; instance {ready[0]['id']})\n")
             return
+        progress.show(elapsed, f"  engine       starting … {elapsed:.0f} s{_engine_state(instances)}")
         STOP.wait(3)
-    if not STOP.is_set():
-        print(f"  engine       not ready yet; see {LOG_DIR}/worker.log and {LOG_DIR}/engines/\n", flush=True)
+    if STOP.is_set():
+        progress.end()
+    else:
+        progress.done(f"  engine       not ready yet; see {LOG_DIR}/worker.log and {LOG_DIR}/engines/\n")
+
+
+class _Progress:
+    """One line rewritten in place on a terminal; elsewhere (a log, a pipe) a new line now and then."""
+
+    def __init__(self, terminal: bool):
+        self.terminal, self.last_line_at, self.open = terminal, 0.0, False
+
+    def show(self, elapsed: float, text: str) -> None:
+        if self.terminal:
+            self.open = True
+            print(f"\r{text}\033[K", end="", flush=True)
+        elif elapsed - self.last_line_at >= PROGRESS_LINE_SECONDS:
+            self.last_line_at = elapsed
+            print(text, flush=True)
+
+    def done(self, text: str) -> None:
+        print(f"\r{text}\033[K" if self.terminal else text, flush=True)
+        self.open = False
+
+    def end(self) -> None:
+        """Leaves the line rewritten in place as it is (what follows starts on a line of its own)."""
+        if self.open:
+            print(flush=True)
+            self.open = False
+
+
+def _engine_state(instances: list) -> str:
+    """What the instance is doing, when it says more than "starting" (e.g. waiting for room on the host)."""
+    if not instances:
+        return ""
+    first = instances[0]
+    reason = f": {first['pending_reason']}" if first.get("pending_reason") else ""
+    return f"  (instance {first['id']} {first.get('state')}{reason})"
+
+
+def _all_alive(children: dict) -> bool:
+    return all(proc.poll() is None for proc in children.values())
 
 
 def _demo_instances(base: str, api_key: str) -> list:
