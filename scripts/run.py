@@ -301,13 +301,13 @@ class _Progress:
     def show(self, elapsed: float, text: str) -> None:
         if self.terminal:
             self.open = True
-            print(f"\r{text}\033[K", end="", flush=True)
+            print(f"\r\033[K{text}", end="", flush=True)
         elif elapsed - self.last_line_at >= PROGRESS_LINE_SECONDS:
             self.last_line_at = elapsed
             print(text, flush=True)
 
     def done(self, text: str) -> None:
-        print(f"\r{text}\033[K" if self.terminal else text, flush=True)
+        print(f"\r\033[K{text}" if self.terminal else text, flush=True)
         self.open = False
 
     def end(self) -> None:
