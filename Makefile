@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test deps engine browser helm scan-tools bench clean-var
+.PHONY: run test deps engine browser helm scan-tools bench stop-trial clean-var
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
@@ -55,6 +55,10 @@ bench: $(STAMP)
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q wrk; \
 	  else echo "NOTICE: wrk is missing (as root: apt-get install -y wrk); using the Python load generator"; fi; fi
 	$(PY) -m bench $(BENCH)
+
+# `make run` started and stopped ROUNDS times (default 10) by each way of stopping it; a table of what was left.
+stop-trial: $(STAMP)
+	$(PY) scripts/stop_trial.py $(ROUNDS)
 
 clean-var:
 	rm -rf var/

@@ -13,9 +13,17 @@ a new exchange file is put in place whole (written aside, then linked), and an e
 locked before it is read and rewritten. And kombu's process-wide state lets a second thread skip a
 binding the first is still writing, whose messages then found no queue and were dropped silently:
 a binding this process made counts before its file holds it.
+
+And a Celery worker runs its event loop on it, as on Redis: stock kombu declares the transport
+blocking, so the worker fell back to its blocking loop (a stop request is seen only between 2-second
+waits for a message) and a thread-driven prefork pool whose threads and timer poll once a second —
+about 5 s for a warm shutdown — and a SIGTERM to the worker's whole process group could leave it
+waiting forever for a pool lock a killed child held. Here the worker's event loop polls the queue
+folder on a timer (every `polling_interval`), so its pool and timers are the event-driven ones.
 """
 import fcntl
 import os
+import socket
 import uuid
 from time import monotonic
 
@@ -94,3 +102,16 @@ def _binding(routing_key, pattern, queue):
 
 class Transport(filesystem.Transport):
     Channel = Channel
+    implements = filesystem.Transport.implements.extend(asynchronous=True)
+
+    def register_with_event_loop(self, connection, loop):
+        # No descriptor says "a message arrived" in a folder: the loop asks on a timer instead.
+        loop.call_repeatedly(self.polling_interval, self._deliver_waiting, connection)
+
+    def _deliver_waiting(self, connection):
+        """Hands every message waiting now to its consumer (the worker's QoS stops it at its prefetch)."""
+        while True:
+            try:
+                self.drain_events(connection, timeout=0)
+            except socket.timeout:
+                return

@@ -19,33 +19,68 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from fleet.runtime import sockets  # noqa: E402  (Django-free: usable before anything is configured)
+class StopRequest:
+    """A flag a signal handler sets without taking a lock, and a wait on it (main thread only).
 
-VAR_DIR = Path(os.environ.get("SWITCHYARD_VAR_DIR", ROOT / "var"))
-LOG_DIR = VAR_DIR / "log"
-HOST = os.environ.get("SWITCHYARD_HOST", "127.0.0.1")
-ENGINE_WAIT_SECONDS = int(os.environ.get("SWITCHYARD_ENGINE_WAIT_SECONDS", "600"))
-# Celery's prefork pool needs ~9 s for a warm shutdown with the filesystem broker (1-second polls in
-# its loops); fleet tasks are idempotent and transactional, so after this grace the group is killed.
-WORKER_GRACE_SECONDS = float(os.environ.get("SWITCHYARD_RUN_WORKER_GRACE_SECONDS", "3"))
-SERVER_GRACE_SECONDS = 10.0
-PY = sys.executable
-STOP = threading.Event()
+    Not threading.Event: its set() takes the lock its wait() holds for a moment, and a handler runs in
+    the main thread between two bytecodes — a signal landing inside STOP.wait() blocked set() on a lock
+    its own thread held, forever, so a process-group SIGTERM could leave the whole stack running.
+    """
+
+    POLL_SECONDS = 0.1
+
+    def __init__(self):
+        self.requested = False
+
+    def set(self) -> None:
+        self.requested = True
+
+    def is_set(self) -> bool:
+        return self.requested
+
+    def wait(self, seconds: float) -> bool:
+        """True as soon as a stop is requested (within POLL_SECONDS), else False after `seconds`."""
+        deadline = time.monotonic() + seconds
+        while not self.requested and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(self.POLL_SECONDS, left))
+        return self.requested
 
 
-class CannotStart(Exception):
-    """A clear reason `make run` gives up (printed without a traceback)."""
+STOP = StopRequest()
 
 
 def _request_stop(signum, frame):
     STOP.set()
 
 
+# Before the slower imports below: from here on a signal only sets the flag (also SIGINT inherited
+# as ignored, `cmd &` in a script), and main() acts on it whenever it arrived.
+for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(_sig, _request_stop)
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from controlplane.env import env_float, env_int, env_str  # noqa: E402
+from fleet.runtime import sockets  # noqa: E402  (Django-free: usable before anything is configured)
+
+VAR_DIR = Path(env_str("SWITCHYARD_VAR_DIR", str(ROOT / "var")))
+LOG_DIR = VAR_DIR / "log"
+HOST = env_str("SWITCHYARD_HOST", "127.0.0.1")
+ENGINE_WAIT_SECONDS = env_int("SWITCHYARD_ENGINE_WAIT_SECONDS", 600, minimum=1)
+# A warm shutdown of the worker takes ~2 s (it waits for running tasks); fleet tasks are idempotent
+# and transactional, so one that outlasts this grace is killed and the next reconcile redoes it.
+WORKER_GRACE_SECONDS = env_float("SWITCHYARD_RUN_WORKER_GRACE_SECONDS", 10.0)
+SERVER_GRACE_SECONDS = 10.0
+# How often a line says the engine is still starting when the output is not a terminal (a log, a pipe).
+PROGRESS_LINE_SECONDS = 30
+PY = sys.executable
+
+
+class CannotStart(Exception):
+    """A clear reason `make run` gives up (printed without a traceback)."""
+
+
 def main() -> int:
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _request_stop)  # also when started with SIGINT ignored (`cmd &` in a script)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     children: dict[str, subprocess.Popen] = {}
     try:
@@ -72,8 +107,8 @@ def run(children: dict) -> int:
     wait_ours("console", children["console"], f"{base}/healthz", console_port)
     wait_ours("gateway", children["gateway"], f"http://{HOST}:{gateway_port}/healthz", gateway_port)
     print_summary(base, gateway_port, seed)
-    report_engine(base, seed["api_key"], children)
-    while not STOP.is_set() and all(proc.poll() is None for proc in children.values()):
+    report_engine(base, seed["api_key"], children, seed.get("runtime", ""))
+    while not STOP.is_set() and _all_alive(children):
         STOP.wait(1)
     if STOP.is_set():
         return 0
@@ -84,7 +119,7 @@ def run(children: dict) -> int:
 
 def choose_port(name: str, variable: str, default: int) -> int:
     """The configured port, refused with a clear message when taken; 0 picks a free one."""
-    port = int(os.environ.get(variable) or default)
+    port = env_int(variable, default, minimum=0, maximum=65535)
     if port == 0:
         return free_port()
     if sockets.port_in_use(port, HOST):
@@ -169,7 +204,10 @@ def _answers(url: str) -> bool:
 def stop_all(children: dict) -> None:
     """Stop the worker first (so it starts nothing new), then the servers, then this install's engines."""
     say("stopping…")
-    _stop_group(children.get("worker"), WORKER_GRACE_SECONDS)
+    # The worker alone gets the SIGTERM: Celery then stops its pool and beat in order. Its pool
+    # processes must not get one too (a child killed while holding the pool's queue lock used to
+    # leave the worker waiting for it forever); what is left after the grace is killed.
+    _stop_group(children.get("worker"), WORKER_GRACE_SECONDS, leader_only=True)
     servers = [children[name] for name in ("console", "gateway") if name in children]
     for proc in servers:
         _signal_group(proc, signal.SIGTERM)
@@ -188,11 +226,14 @@ def say(message: str) -> None:
         pass
 
 
-def _stop_group(proc: subprocess.Popen | None, grace: float) -> None:
-    """SIGTERM the child's group, SIGKILL it after `grace`; wait until the child is reaped."""
+def _stop_group(proc: subprocess.Popen | None, grace: float, *, leader_only: bool = False) -> None:
+    """SIGTERM the child's group (or only the child), SIGKILL the group after `grace`; wait until the child is reaped."""
     if proc is None:
         return
-    _signal_group(proc, signal.SIGTERM)
+    if leader_only:
+        proc.send_signal(signal.SIGTERM)  # a no-op once it has exited and been reaped
+    else:
+        _signal_group(proc, signal.SIGTERM)
     try:
         proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
@@ -231,19 +272,63 @@ def print_summary(base: str, gateway_port: int, seed: dict) -> None:
     print(f"  logs         {LOG_DIR}/\n", flush=True)
 
 
-def report_engine(base: str, api_key: str, children: dict) -> None:
-    """Wait (printing progress) until the demo deployment has a ready instance; print its URL."""
-    print("  engine       starting (real vLLM on the CPU takes about a minute) …", flush=True)
-    deadline = time.monotonic() + ENGINE_WAIT_SECONDS
-    while time.monotonic() < deadline and not STOP.is_set() and all(p.poll() is None for p in children.values()):
+def report_engine(base: str, api_key: str, children: dict, runtime: str) -> None:
+    """Wait until the demo deployment has a ready instance, showing the time spent; print its URL."""
+    expected = "the simulator takes a few seconds" if runtime == "simulator" else "real vLLM on the CPU takes 1–3 minutes"
+    print(f"  engine       starting ({expected}) …", flush=True)
+    started = time.monotonic()
+    progress = _Progress(sys.stdout.isatty())
+    while time.monotonic() - started < ENGINE_WAIT_SECONDS and not STOP.is_set() and _all_alive(children):
         instances = _demo_instances(base, api_key)
         ready = [i for i in instances if i.get("state") == "ready"]
+        elapsed = time.monotonic() - started
         if ready:
-            print(f"  engine       {ready[0]['endpoint_url']}  (ready; instance {ready[0]['id']})\n", flush=True)
+            progress.done(f"  engine       {ready[0]['endpoint_url']}  (ready after {elapsed:.0f} s; instance {ready[0]['id']})\n")
             return
+        progress.show(elapsed, f"  engine       starting … {elapsed:.0f} s{_engine_state(instances)}")
         STOP.wait(3)
-    if not STOP.is_set():
-        print(f"  engine       not ready yet; see {LOG_DIR}/worker.log and {LOG_DIR}/engines/\n", flush=True)
+    if STOP.is_set():
+        progress.end()
+    else:
+        progress.done(f"  engine       not ready yet; see {LOG_DIR}/worker.log and {LOG_DIR}/engines/\n")
+
+
+class _Progress:
+    """One line rewritten in place on a terminal; elsewhere (a log, a pipe) a new line now and then."""
+
+    def __init__(self, terminal: bool):
+        self.terminal, self.last_line_at, self.open = terminal, 0.0, False
+
+    def show(self, elapsed: float, text: str) -> None:
+        if self.terminal:
+            self.open = True
+            print(f"\r\033[K{text}", end="", flush=True)
+        elif elapsed - self.last_line_at >= PROGRESS_LINE_SECONDS:
+            self.last_line_at = elapsed
+            print(text, flush=True)
+
+    def done(self, text: str) -> None:
+        print(f"\r\033[K{text}" if self.terminal else text, flush=True)
+        self.open = False
+
+    def end(self) -> None:
+        """Leaves the line rewritten in place as it is (what follows starts on a line of its own)."""
+        if self.open:
+            print(flush=True)
+            self.open = False
+
+
+def _engine_state(instances: list) -> str:
+    """What the instance is doing, when it says more than "starting" (e.g. waiting for room on the host)."""
+    if not instances:
+        return ""
+    first = instances[0]
+    reason = f": {first['pending_reason']}" if first.get("pending_reason") else ""
+    return f"  (instance {first['id']} {first.get('state')}{reason})"
+
+
+def _all_alive(children: dict) -> bool:
+    return all(proc.poll() is None for proc in children.values())
 
 
 def _demo_instances(base: str, api_key: str) -> list:

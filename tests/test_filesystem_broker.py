@@ -6,10 +6,19 @@ creates an exchange's binding table with a truncating open before locking it, so
 binding at once read an empty table and its publish died (seen in CI: one producer's 1,000 messages
 never sent). Producers and a consumer polling as fast as it can must move every message intact.
 """
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 
+import pytest
 from django.conf import settings
 from kombu import Connection
+
+from bench._procs import REPO_ROOT
+from bench._run_stack import embedded_env, stack_processes
 
 MESSAGES = 1000
 
@@ -100,3 +109,45 @@ def test_a_fanout_message_reaches_each_bound_queue_once(tmp_path):
         conn.Producer().publish({"hello": 1}, exchange=exchange, declare=[exchange])
         assert [queue.get() is not None for queue in queues] == [True, True]
         assert [queue.get() for queue in queues] == [None, None]
+
+
+@pytest.mark.slow
+def test_a_worker_takes_tasks_in_its_event_loop_and_a_group_sigterm_ends_it(tmp_path):
+    """A worker with embedded beat takes beat's tasks; a SIGTERM to its whole process group ends it by
+    itself (exit 0), nothing of it left.
+
+    Stock kombu declares the filesystem transport blocking, so the worker ran its blocking loop and a
+    thread-driven pool: a group SIGTERM killed a pool process holding the pool's queue lock and the
+    worker waited for that lock forever (2 of 3 stops). The deadline below is for "it stopped at all".
+    """
+    env = embedded_env(tmp_path)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO_ROOT, env=env,
+                   check=True)
+    for attempt in range(3):
+        log = tmp_path / f"worker-{attempt}.log"
+        with open(log, "wb") as out:
+            worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-B",
+                                       "--concurrency", "2", "-l", "info"], cwd=REPO_ROOT, env=env, stdout=out,
+                                      stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            _wait_for_text(log, "] succeeded in", worker)  # fleet.health_check, sent by beat at start
+            os.killpg(worker.pid, signal.SIGTERM)
+            try:
+                code = worker.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                code = None
+            left = stack_processes(tmp_path)
+        finally:
+            for pid in stack_processes(tmp_path):
+                os.kill(pid, signal.SIGKILL)
+            worker.kill()  # a no-op once it has exited
+            worker.wait()
+        assert code == 0, log.read_text()[-3000:]
+        assert left == {}
+
+
+def _wait_for_text(log, text: str, proc, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text(errors="replace"):
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.2)
