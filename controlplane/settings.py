@@ -220,7 +220,8 @@ SPECTACULAR_SETTINGS = {
     # Every operation's error responses refer to these two bodies (controlplane/api/schema.py).
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "controlplane.api.schema.add_error_components"],
-    "ENUM_NAME_OVERRIDES": {"KeyStateEnum": "apikeys.api.serializers.KEY_STATES"},
+    "ENUM_NAME_OVERRIDES": {"KeyStateEnum": "apikeys.api.serializers.KEY_STATES",
+                            "InstanceRoleEnum": "fleet.models.InstanceRole", "RoleEnum": "tenants.roles.Role"},
 }
 
 # --- Switchyard ---

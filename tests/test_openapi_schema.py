@@ -73,6 +73,8 @@ def test_every_success_body_is_described_not_a_free_form_object(document):
         for code, response in operation["responses"].items():
             if code < "300" and "content" in response and "application/json" in response["content"]:
                 schema = response["content"]["application/json"]["schema"]
+                if schema.get("type") == "array":  # a list of described objects
+                    schema = schema["items"]
                 assert "$ref" in schema or "properties" in schema, (label, code, schema)
 
 

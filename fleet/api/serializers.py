@@ -103,6 +103,8 @@ class ScalingPolicySerializer(serializers.ModelSerializer):
     cooldown_down_seconds = serializers.IntegerField(min_value=0, max_value=86_400, required=False)
     max_step = serializers.IntegerField(min_value=1, max_value=MAX_REPLICAS, required=False)
     wake_timeout_seconds = serializers.IntegerField(min_value=1, max_value=3600, required=False)
+    updated_at = serializers.DateTimeField(read_only=True, allow_null=True,
+                                           help_text="Null until a policy is set (the defaults are shown).")
 
     class Meta:
         model = ScalingPolicy

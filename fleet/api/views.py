@@ -87,14 +87,14 @@ class DeploymentViewSet(TenantScopedViewSet, mixins.ListModelMixin, mixins.Retri
         return Response(s.ScalingPolicySerializer(policy).data)
 
     @extend_schema(responses=s.ScalingDecisionSerializer(many=True))
-    @action(detail=True, methods=["get"], url_path="scaling/decisions")
+    @action(detail=True, methods=["get"], url_path="scaling/decisions", pagination_class=None)
     def scaling_decisions(self, request, pk=None):
         """The last 200 changes of the serving size, newest first, with the rule and figures behind each."""
         decisions = self.get_object().scaling_decisions.order_by("-decided_at")[:200]
         return Response(s.ScalingDecisionSerializer(decisions, many=True).data)
 
     @extend_schema(responses=s.DemandSampleSerializer(many=True))
-    @action(detail=True, methods=["get"], url_path="scaling/samples")
+    @action(detail=True, methods=["get"], url_path="scaling/samples", pagination_class=None)
     def scaling_samples(self, request, pk=None):
         """Demand and size over the last hour (one sample per autoscale pass), oldest first."""
         since = timezone.now() - timedelta(hours=1)
