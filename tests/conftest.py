@@ -27,6 +27,24 @@ def _allow_audit_maintenance(sender, connection, **kwargs):
 connection_created.connect(_allow_audit_maintenance, dispatch_uid="tests_audit_maintenance")
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """Keep the migrated copy of every test database, whichever tests this session collected.
+
+    pytest-django serializes a database only when a collected test asks for serialized_rollback;
+    without one (most subsets of the suite, `-m "not vllm"` runs) there was no copy to restore, so
+    the first transactional test's flush left every later one without the migrations' rows (the
+    default GPU prices, the install identity; the audit head only by grace of post_migrate).
+    """
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        for connection in connections.all(initialized_only=True):
+            if not getattr(connection, "_test_serialized_contents", None):
+                connection._test_serialized_contents = connection.creation.serialize_db_to_string()
+    yield
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     """Leave the database as the migrations left it after every transactional test.
@@ -67,6 +85,14 @@ def _restore_serialized_databases(config) -> None:
                 call_command("flush", verbosity=0, interactive=False, database=connection.alias,
                              reset_sequences=False, inhibit_post_migrate=True)
                 connection.creation.deserialize_db_from_string(contents)
+
+
+@pytest.fixture
+def audit_head(transactional_db):
+    """A transactional database as the migrations left it: the chain head every audited write locks."""
+    from audit.models import AuditChainHead
+
+    assert AuditChainHead.objects.filter(pk=1).exists(), "an earlier transactional test left no chain head"
 
 
 @pytest.fixture(scope="session", autouse=True)
