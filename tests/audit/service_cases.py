@@ -150,6 +150,10 @@ CASES = {
     # two live keys revoked (the already-revoked third one is not audited again), then the removal itself
     "tenants.remove_member": (lambda w: tenants.remove_member(w.dev_membership, actor=ACTOR),
                               ["api_key.revoke", "api_key.revoke", "member.remove"]),
+    "tenants.set_platform_admin_password": (lambda w: tenants.set_platform_admin_password(
+        username="root", actor=ACTOR), ["platform_admin.create"]),
+    "tenants.set_platform_admin_password:reset": (lambda w: tenants.set_platform_admin_password(
+        username=w.owner.username, actor=ACTOR), ["platform_admin.password_reset"]),
     "apikeys.create_api_key": (lambda w: apikeys.create_api_key(tenant=w.tenant, name="k", scopes=["inference"],
                                                                 actor=ACTOR), ["api_key.create"]),
     "apikeys.revoke_api_key": (lambda w: apikeys.revoke_api_key(w.keys[0].api_key, actor=ACTOR), ["api_key.revoke"]),
