@@ -28,6 +28,24 @@ connection_created.connect(_allow_audit_maintenance, dispatch_uid="tests_audit_m
 
 
 @pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings, tmp_path_factory):
+    """On SQLite, the tests' database is a file in WAL mode, as the embedded install's is.
+
+    Django's default SQLite test database is in memory with a shared cache, where a connection that
+    meets another's write on a table fails at once with "database table is locked" (SQLITE_LOCKED,
+    which no busy timeout waits out). The gateway under test runs in threads of the test process:
+    its usage inserts made the test's reads fail, its key and budget lookups met the test's writes —
+    more often the more loaded the machine. In a WAL file readers never wait and a writer waits its
+    turn (settings: timeout), as in production.
+    """
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.sqlite3" and not database.get("TEST", {}).get("NAME"):
+        database.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("sqlite") / "test.sqlite3")
+
+
+@pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
     """Keep the migrated copy of every test database, whichever tests this session collected.
 
