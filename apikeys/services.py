@@ -109,8 +109,9 @@ def _rotation_grace(grace_seconds: int | None) -> timedelta:
     return grace
 
 
+@transaction.atomic
 def revoke_user_keys(*, tenant, user, actor: Actor) -> int:
-    """Revoke every active key a user holds in a tenant (when they leave it or are demoted)."""
+    """Revoke every active key a user holds in a tenant (when they leave it or are demoted): all or none."""
     keys = list(ApiKey.objects.usable().filter(tenant=tenant, user=user))
     for key in keys:
         revoke_api_key(key, actor=actor)

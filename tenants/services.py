@@ -1,4 +1,5 @@
-"""Tenant, membership and invitation writes. Each runs in one transaction with its audit event."""
+"""Tenant, membership, invitation and platform-admin writes. Each runs in one transaction with its audit event."""
+import secrets
 from datetime import timedelta
 
 from django.conf import settings
@@ -120,6 +121,24 @@ def _user_for_email(email: str, username: str | None):
     user.full_clean()
     user.save()
     return user
+
+
+def set_platform_admin_password(*, username: str, actor: Actor) -> str:
+    """Give the platform admin `username` a new random password (creating the superuser if missing); return it."""
+    User = get_user_model()
+    password = secrets.token_urlsafe(12)
+    with transaction.atomic():
+        user = User.objects.select_for_update().filter(username=username).first()
+        action = "platform_admin.create" if user is None else "platform_admin.password_reset"
+        if user is None:
+            user = User.objects.create_superuser(username=username, email=f"{username}@switchyard.local",
+                                                 password=password)
+        else:
+            user.set_password(password)
+            user.save(update_fields=["password"])
+        record_event(actor=actor, action=action, target=user,
+                     after={"username": username, "is_superuser": user.is_superuser})
+    return password
 
 
 def invite_member(*, tenant: Tenant, email: str, role: str, username: str = "", actor: Actor) -> Invitation:

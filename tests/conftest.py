@@ -29,6 +29,42 @@ def _allow_audit_maintenance(sender, connection, **kwargs):
 connection_created.connect(_allow_audit_maintenance, dispatch_uid="tests_audit_maintenance")
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings, tmp_path_factory):
+    """On SQLite, the tests' database is a file in WAL mode, as the embedded install's is.
+
+    Django's default SQLite test database is in memory with a shared cache, where a connection that
+    meets another's write on a table fails at once with "database table is locked" (SQLITE_LOCKED,
+    which no busy timeout waits out). The gateway under test runs in threads of the test process:
+    its usage inserts made the test's reads fail, its key and budget lookups met the test's writes —
+    more often the more loaded the machine. In a WAL file readers never wait and a writer waits its
+    turn (settings: timeout), as in production.
+    """
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.sqlite3" and not database.get("TEST", {}).get("NAME"):
+        database.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("sqlite") / "test.sqlite3")
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """Keep the migrated copy of every test database, whichever tests this session collected.
+
+    pytest-django serializes a database only when a collected test asks for serialized_rollback;
+    without one (most subsets of the suite, `-m "not vllm"` runs) there was no copy to restore, so
+    the first transactional test's flush left every later one without the migrations' rows (the
+    default GPU prices, the install identity; the audit head only by grace of post_migrate).
+    """
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        for connection in connections.all(initialized_only=True):
+            if not getattr(connection, "_test_serialized_contents", None):
+                connection._test_serialized_contents = connection.creation.serialize_db_to_string()
+    yield
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     """Leave the database as the migrations left it after every transactional test.
@@ -83,6 +119,14 @@ def pytest_configure(config):
     settings.STATIC_ROOT = root
     settings.STORAGES = {**settings.STORAGES,
                          "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+
+
+@pytest.fixture
+def audit_head(transactional_db):
+    """A transactional database as the migrations left it: the chain head every audited write locks."""
+    from audit.models import AuditChainHead
+
+    assert AuditChainHead.objects.filter(pk=1).exists(), "an earlier transactional test left no chain head"
 
 
 @pytest.fixture(scope="session", autouse=True)

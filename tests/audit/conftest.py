@@ -8,14 +8,6 @@ def fast_password_hashing(settings):
 
 
 @pytest.fixture
-def audit_head(transactional_db):
-    """The genesis head for a transactional test: the flush after an earlier one may have removed it."""
-    from audit.apps import ensure_chain_head
-
-    ensure_chain_head(sender=None)
-
-
-@pytest.fixture
 def eager_celery():
     """Tasks run in the test's process when queued (the witness tasks queued on commit, for instance)."""
     from controlplane.celery import app

@@ -1,7 +1,6 @@
 """Writers appending at the same moment queue on the chain head: no gap, no fork, the chain verifies."""
 import threading
 
-import pytest
 from django.core.management import call_command
 from django.db import connection
 
@@ -24,13 +23,8 @@ def _append_many(barrier: threading.Barrier, worker: int, errors: list) -> None:
         connection.close()
 
 
-# Threads need committed rows: a transactional test. Not serialized_rollback: reloading the
-# serialized rows collides with the content types an earlier transactional test's flush re-created
-# (new primary keys), whatever test ran before; `audit_head` puts back the one row it needs.
+# Threads need committed rows: a transactional test.
 def test_concurrent_appends_keep_the_chain_contiguous_and_valid(audit_head):
-    if connection.vendor == "sqlite" and connection.is_in_memory_db():
-        pytest.skip("the in-memory SQLite test database is shared-cache: writers from threads fail with "
-                    "'table is locked' instead of waiting, which says nothing about the chain")
     start = AuditChainHead.objects.get(pk=1).seq
     barrier, errors = threading.Barrier(THREADS), []
     threads = [threading.Thread(target=_append_many, args=(barrier, i, errors)) for i in range(THREADS)]

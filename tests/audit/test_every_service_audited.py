@@ -1,12 +1,14 @@
-"""Every write service appends exactly the audit events it should, in its own transaction, secrets masked."""
-import inspect
+"""Every write service of every app appends exactly the audit events it should, in its own transaction.
+
+The services are found on disk (tests/audit/service_cases.py): a new `services.py` fails the coverage
+test until its functions are cases here, read-only helpers or writes listed with why they are not audited.
+"""
 import json
-from types import SimpleNamespace
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
-from django.db import transaction
+from django.db import connection, transaction
 
 import apikeys.services
 import quotas.services
@@ -18,78 +20,14 @@ from audit.models import AuditChainHead, AuditEvent
 from audit.services import record_event
 from quotas.models import QuotaPolicy
 from tenants.models import Tenant
-from tests.factories import SYSTEM, make_key, make_member, make_tenant, make_user
-
-SERVICE_MODULES = (tenants.services, apikeys.services, quotas.services)
-READ_ONLY = {"tenant_view", "membership_view", "invitation_view", "invitation_email", "limits_for"}
-ACTOR = Actor.system("audit-tests")
+from tests.audit.service_cases import (ACTOR, AUDITED, CASES, NOT_AUDITED, READ_ONLY, build_world, public_functions,
+                                       service_modules)
 
 
 @pytest.fixture
-def world(db):
-    """Tenant A with an owner, a developer holding two live keys and one revoked, and a key-level quota."""
-    tenant = make_tenant("tenant-a")
-    owner = make_member(tenant, "owner", make_user("alice"))
-    dev = make_member(tenant, "developer", make_user("dana"))
-    keys = [make_key(tenant, dev, role="developer", scopes=("inference",)) for _ in range(3)]
-    apikeys.services.revoke_api_key(keys[2].api_key, actor=SYSTEM)
-    policy = quotas.services.create_quota_policy(tenant=tenant, api_key=keys[0].api_key, actor=SYSTEM, requests_per_minute=5)
-    return SimpleNamespace(tenant=tenant, owner=owner, dev=dev, keys=keys, policy=policy,
-                           dev_membership=dev.memberships.get(tenant=tenant))
-
-
-def _invitation(world):
-    """A pending invitation to guest@example.test, made without an audit row (so the case counts only its own)."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from tenants.models import Invitation
-
-    return Invitation.objects.create(tenant=world.tenant, email="guest@example.test", role="viewer",
-                                     expires_at=timezone.now() + timedelta(days=1))
-
-
-# name -> (call with the world, the actions it must append in order)
-CASES = {
-    "create_tenant": (lambda w: tenants.services.create_tenant(slug="new-one", name="New", actor=ACTOR),
-                      ["tenant.create", "quota.create"]),
-    "update_tenant": (lambda w: tenants.services.update_tenant(w.tenant, name="Renamed", actor=ACTOR), ["tenant.update"]),
-    "set_tenant_status": (lambda w: tenants.services.set_tenant_status(w.tenant, "suspended", actor=ACTOR),
-                          ["tenant.suspend"]),
-    "delete_tenant": (lambda w: tenants.services.delete_tenant(w.tenant, actor=ACTOR), ["tenant.delete"]),
-    "add_member": (lambda w: tenants.services.add_member(tenant=w.tenant, email="new@a.test", role="viewer", actor=ACTOR),
-                   ["member.add"]),
-    "change_member_role": (lambda w: tenants.services.change_member_role(w.dev_membership, "viewer", actor=ACTOR),
-                           ["member.update"]),
-    "invite_member": (lambda w: tenants.services.invite_member(tenant=w.tenant, email="new@a.test", role="viewer",
-                                                               actor=ACTOR), ["member.invite"]),
-    "accept_invitation": (lambda w: tenants.services.accept_invitation(
-        _invitation(w), user=make_user("guest"), actor=ACTOR), ["member.invitation_accept", "member.add"]),
-    "decline_invitation": (lambda w: tenants.services.decline_invitation(
-        _invitation(w), user=make_user("guest"), actor=ACTOR), ["member.invitation_decline"]),
-    "revoke_invitation": (lambda w: tenants.services.revoke_invitation(_invitation(w), actor=ACTOR),
-                          ["member.invitation_revoke"]),
-    # two live keys revoked (the already-revoked third one is not audited again), then the removal itself
-    "remove_member": (lambda w: tenants.services.remove_member(w.dev_membership, actor=ACTOR),
-                      ["api_key.revoke", "api_key.revoke", "member.remove"]),
-    "create_api_key": (lambda w: apikeys.services.create_api_key(tenant=w.tenant, name="k", scopes=["inference"],
-                                                                 actor=ACTOR), ["api_key.create"]),
-    "revoke_api_key": (lambda w: apikeys.services.revoke_api_key(w.keys[0].api_key, actor=ACTOR), ["api_key.revoke"]),
-    "rotate_api_key": (lambda w: apikeys.services.rotate_api_key(w.keys[0].api_key, grace_seconds=60, actor=ACTOR),
-                       ["api_key.rotate"]),
-    "revoke_user_keys": (lambda w: apikeys.services.revoke_user_keys(tenant=w.tenant, user=w.dev, actor=ACTOR),
-                         ["api_key.revoke", "api_key.revoke"]),
-    # last-used telemetry is deliberately not audited (it would write a row per request)
-    "record_key_use": (lambda w: apikeys.services.record_key_use(w.keys[0].api_key), []),
-    "create_quota_policy": (lambda w: quotas.services.create_quota_policy(
-        tenant=w.tenant, user=w.dev, requests_per_minute=10, actor=ACTOR), ["quota.create"]),
-    "update_quota_policy": (lambda w: quotas.services.update_quota_policy(w.policy, tokens_per_minute=99, actor=ACTOR),
-                            ["quota.update"]),
-    "delete_quota_policy": (lambda w: quotas.services.delete_quota_policy(w.policy, actor=ACTOR), ["quota.delete"]),
-    "set_tenant_budget": (lambda w: quotas.services.set_tenant_budget(
-        w.tenant, monthly_token_budget=1_000_000, monthly_budget_usd=250, actor=ACTOR), ["quota.update"]),
-}
+def world(db, settings, tmp_path):
+    settings.SWITCHYARD_MODEL_ROOT = tmp_path
+    return build_world(tmp_path)
 
 
 def _new_events(since_seq: int) -> list[AuditEvent]:
@@ -101,10 +39,20 @@ def _head() -> tuple[int, str]:
     return head.seq, head.hash
 
 
-def test_the_table_covers_every_write_service():
-    public = {name for module in SERVICE_MODULES for name, fn in inspect.getmembers(module, inspect.isfunction)
-              if fn.__module__ == module.__name__ and not name.startswith("_")}
-    assert public - READ_ONLY == set(CASES)
+def test_every_services_module_of_every_app_is_found():
+    found = {module.__name__ for module in service_modules()}
+    assert {"apikeys.services", "audit.services", "fleet.services", "models_registry.services", "quotas.services",
+            "tenants.services", "usage.services"} <= found
+
+
+def test_the_table_covers_every_public_service():
+    cases = {name.partition(":")[0] for name in CASES}
+    assert public_functions() == cases | set(READ_ONLY)
+    assert not cases & set(READ_ONLY)
+
+
+def test_a_service_case_without_events_says_why():
+    assert {name for name, (_, expected) in CASES.items() if not expected} == set(NOT_AUDITED)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -117,6 +65,35 @@ def test_service_appends_exactly_its_events(world, name):
     assert all(e.actor_label == "audit-tests" and e.actor_type == "system" for e in events)
     assert [e.seq for e in events] == list(range(before_seq + 1, before_seq + 1 + len(expected)))
     call_command("audit_verify")
+
+
+class WriteLog:
+    """Which atomic block each INSERT, UPDATE and DELETE ran in: the first one opened below the caller's."""
+
+    def __init__(self):
+        self.depth = len(connection.atomic_blocks)
+        self.writes: list[tuple[object, str]] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        if sql.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE", "REPLACE"):
+            self.writes.append((self._service_block(), sql))
+        return execute(sql, params, many, context)
+
+    def _service_block(self):
+        if len(connection.atomic_blocks) <= self.depth:
+            return None  # written in the caller's transaction, or autocommitted on its own
+        # A savepoint id is unique per entry; the block object alone is reused by a decorator.
+        return id(connection.atomic_blocks[self.depth]), connection.savepoint_ids[self.depth - 1]
+
+
+@pytest.mark.parametrize("name", AUDITED)
+def test_service_writes_its_changes_and_events_in_one_transaction(world, name):
+    log = WriteLog()
+    with connection.execute_wrapper(log):
+        CASES[name][0](world)
+    blocks = {block for block, _ in log.writes}
+    assert None not in blocks and len(blocks) == 1, [sql[:80] for block, sql in log.writes if block is None]
+    assert any("audit_auditevent" in sql for _, sql in log.writes)
 
 
 def test_remove_member_events_name_each_revoked_key(world):
@@ -153,7 +130,7 @@ FAILING = {
     "invite_member-bad-role": lambda w: tenants.services.invite_member(tenant=w.tenant, email="n@a.test", role="god",
                                                                        actor=ACTOR),
     "accept_invitation-other-address": lambda w: tenants.services.accept_invitation(
-        _invitation(w), user=w.dev, actor=ACTOR),
+        w.invitation, user=w.dev, actor=ACTOR),
     "demote-last-owner": lambda w: tenants.services.change_member_role(
         w.owner.memberships.get(tenant=w.tenant), "admin", actor=ACTOR),
     "remove-last-owner": lambda w: tenants.services.remove_member(w.owner.memberships.get(tenant=w.tenant), actor=ACTOR),
@@ -178,8 +155,8 @@ def test_failed_validation_leaves_no_event(world, name):
     assert _head() == before and AuditEvent.objects.count() == count
 
 
-@pytest.mark.parametrize("name", ["create_tenant", "add_member", "remove_member", "create_api_key", "rotate_api_key",
-                                  "update_quota_policy"])
+@pytest.mark.parametrize("name", ["tenants.create_tenant", "tenants.add_member", "tenants.remove_member",
+                                  "apikeys.create_api_key", "apikeys.rotate_api_key", "quotas.update_quota_policy"])
 def test_failure_after_the_event_rolls_back_event_and_change(world, name):
     before, count, keys = _head(), AuditEvent.objects.count(), ApiKey.objects.count()
     with pytest.raises(RuntimeError):

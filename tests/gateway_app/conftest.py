@@ -1,8 +1,7 @@
 """The gateway in-process (uvicorn in a thread) in front of real simulator processes.
 
 Tests are transactional: the gateway reads the database from its own threads, so it must
-see committed rows. A transactional test's flush removes the audit chain head (created by a
-migration), so `audit_head` puts it back.
+see committed rows (`audit_head`, tests/conftest.py).
 """
 from __future__ import annotations
 
@@ -26,16 +25,6 @@ def fast_password_hashing():
 
     with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
         yield
-
-
-@pytest.fixture
-def audit_head(transactional_db):
-    """The chain head row every audited write locks (a flush between tests deletes it)."""
-    from audit.chain import GENESIS_HASH, head_message, sign
-    from audit.models import AuditChainHead
-
-    AuditChainHead.objects.get_or_create(
-        pk=1, defaults={"seq": 0, "hash": GENESIS_HASH, "signature": sign(head_message(0, GENESIS_HASH))})
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,4 @@
 """manage.py seed_demo — the demo that `make run` starts with (idempotent)."""
-import secrets
 from pathlib import Path
 
 from django.conf import settings
@@ -14,7 +13,7 @@ from apikeys.services import create_api_key, revoke_api_key
 from audit.actor import Actor
 from tenants.models import Tenant
 from tenants.roles import Role
-from tenants.services import add_member, create_tenant
+from tenants.services import add_member, create_tenant, set_platform_admin_password
 
 DEMO_SLUG = "demo"
 DEMO_KEY_NAME = "demo key (make run)"
@@ -34,7 +33,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, admin_username, reset_admin_password, no_deploy, runtime, **options):
         actor = Actor.system("seed_demo")
-        password = self._platform_admin(admin_username, reset_admin_password)
+        password = self._platform_admin(admin_username, reset_admin_password, actor)
         with transaction.atomic():
             tenant = Tenant.objects.filter(slug=DEMO_SLUG).first() or self._demo_tenant(actor)
             for old in ApiKey.objects.usable().filter(tenant=tenant, name=DEMO_KEY_NAME):
@@ -49,18 +48,10 @@ class Command(BaseCommand):
                             ("tenant", tenant.slug), ("api_key", minted.raw)):
             self.stdout.write(f"SEED {name}={value}")
 
-    def _platform_admin(self, username: str, reset: bool) -> str | None:
-        User = get_user_model()
-        user = User.objects.filter(username=username).first()
-        if user is not None and not reset:
+    def _platform_admin(self, username: str, reset: bool, actor: Actor) -> str | None:
+        if not reset and get_user_model().objects.filter(username=username).exists():
             return None
-        password = secrets.token_urlsafe(12)
-        if user is None:
-            User.objects.create_superuser(username=username, email=f"{username}@switchyard.local", password=password)
-        else:
-            user.set_password(password)
-            user.save(update_fields=["password"])
-        return password
+        return set_platform_admin_password(username=username, actor=actor)
 
     def _demo_tenant(self, actor) -> Tenant:
         tenant = create_tenant(slug=DEMO_SLUG, name="Demo tenant", actor=actor)
