@@ -154,7 +154,7 @@ def set_scaling_policy(deployment: Deployment, *, actor: Actor, **fields) -> Sca
 
 
 @transaction.atomic
-def apply_scaling_decision(deployment: Deployment, decision) -> Deployment:
+def apply_scaling_decision(deployment: Deployment, decision, *, actor: Actor = AUTOSCALER) -> Deployment:
     """Move the serving size as the autoscaler decided: stored, audited with its figures, reconciled on commit."""
     deployment = _locked(deployment.pk)
     scaling = ScalingPolicy.objects.select_for_update().get(deployment=deployment)
@@ -172,7 +172,7 @@ def apply_scaling_decision(deployment: Deployment, decision) -> Deployment:
     ScalingDecision.objects.create(deployment=deployment, decided_at=now, rule=decision.rule, action=decision.action,
                                    from_serving=decision.from_serving, to_serving=decision.to_serving,
                                    signals=decision.signals, reason=decision.reason[:300])
-    record_event(actor=AUTOSCALER, action=f"fleet.deployment.autoscale.{decision.action}", tenant=deployment.tenant,
+    record_event(actor=actor, action=f"fleet.deployment.autoscale.{decision.action}", tenant=deployment.tenant,
                  target=deployment, before={"serving_replicas": before},
                  after={"serving_replicas": decision.to_serving, "rule": decision.rule, "reason": decision.reason,
                         "signals": decision.signals})

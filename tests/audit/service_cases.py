@@ -38,6 +38,7 @@ READ_ONLY = {
     "audit.issue_record": "what an issue event keeps of a manifest (pure)",
     "audit.latest_issued_manifest": "reads the newest issue event",
     "fleet.validate_spec_sizes": "raises on a bad spec (pure)",
+    "fleet.scaling_view": "the audit record's shape of a scaling policy (pure)",
     "models_registry.model_view": "the audit record's shape of a model (pure)",
     "models_registry.version_view": "the audit record's shape of a version (pure)",
     "usage.price_view": "the audit record's shape of a price (pure)",
@@ -51,6 +52,8 @@ NOT_AUDITED = {
     "usage.record_usage_batch": "usage telemetry, thousands of rows a minute from the gateway",
     "usage.mark_hours_stale": "rollup bookkeeping: derived data is recomputed, never configured",
     "usage.record_feedback": "a client's accepted/rejected signal on a completion: usage telemetry",
+    "fleet.request_wake": "marks that traffic arrived for a deployment at zero; the wake it causes "
+                          "(fleet.deployment.autoscale.up) is audited",
     "usage.set_budget_state:recheck": "the month-to-date figures of a recheck; entering or leaving "
                                       "over-budget is audited (usage.set_budget_state)",
 }
@@ -84,7 +87,7 @@ def build_world(model_root: Path) -> SimpleNamespace:
     """Tenant A with an owner, a developer holding two live keys and one revoked, a key-level quota, a
     pending invitation (and the user it is for), a model with a draft, a published and a deprecated
     version, and a shared deployment of the published one with a ready instance."""
-    from fleet.models import Deployment, Instance
+    from fleet.models import Deployment, Instance, ScalingPolicy
     from models_registry.models import Model, ModelVersion
     from tenants.models import Invitation
 
@@ -104,6 +107,7 @@ def build_world(model_root: Path) -> SimpleNamespace:
                                            runtime_backend="simulator", min_replicas=1, max_replicas=2)
     instance = Instance.objects.create(deployment=deployment, state="ready", endpoint_url="http://127.0.0.1:9/",
                                        port=9, ready_at=timezone.now())
+    ScalingPolicy.objects.create(deployment=deployment, enabled=False)
     for name in ("coder", "tiny-coder"):
         (model_root / name).mkdir()
     return SimpleNamespace(tenant=tenant, owner=owner, dev=dev, keys=keys, policy=policy, invitation=invitation,
@@ -128,6 +132,13 @@ def _issue_manifest(w):
 
 # name -> (call with the world, the actions it must append in order). A name with ":" is a second case of
 # the service before the colon.
+def _scaled(w):
+    from fleet.autoscaling.policy import Decision
+
+    return fleet.apply_scaling_decision(w.deployment, Decision("up", 1, 2, "queue", {"waiting": 20}, "test"),
+                                        actor=ACTOR)
+
+
 CASES = {
     "tenants.create_tenant": (lambda w: tenants.create_tenant(slug="new-one", name="New", actor=ACTOR),
                               ["tenant.create", "quota.create"]),
@@ -180,6 +191,10 @@ CASES = {
                                 ["fleet.deployment.delete"]),
     "fleet.drain_instance": (lambda w: fleet.drain_instance(w.instance, actor=ACTOR), ["fleet.instance.draining"]),
     "fleet.restart_instance": (lambda w: fleet.restart_instance(w.instance, actor=ACTOR), ["fleet.instance.draining"]),
+    "fleet.set_scaling_policy": (lambda w: fleet.set_scaling_policy(w.deployment, actor=ACTOR, max_step=3),
+                                 ["fleet.deployment.scaling_policy"]),
+    "fleet.apply_scaling_decision": (lambda w: _scaled(w), ["fleet.deployment.autoscale.up"]),
+    "fleet.request_wake": (lambda w: fleet.request_wake(w.deployment.pk), []),
     "models_registry.register_model": (lambda w: registry.register_model(name="new-model", actor=ACTOR),
                                        ["model.register"]),
     "models_registry.update_model": (lambda w: registry.update_model(w.model, description="Writes code.", actor=ACTOR),
