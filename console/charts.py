@@ -104,3 +104,39 @@ def bar_chart(items: list[tuple[str, float]], *, title: str, value_label: str) -
         '<svg class="chart chart-bars" viewBox="0 0 {} {}" role="img" aria-labelledby="{}-t {}-d" focusable="false">'
         '<title id="{}-t">{}</title><desc id="{}-d">{}</desc>{}</svg>',
         WIDTH, height, ident, ident, ident, title, ident, description or "No data.", body)
+
+
+def scaling_chart(samples: list, decisions: list) -> str:
+    """Serving and warm instances against waiting requests over time, each scaling decision marked."""
+    if not samples:
+        return _frame("Instances and demand", "No samples yet: the autoscaler records one every few seconds.", "")
+    start, end = samples[0].at, samples[-1].at
+    span = max((end - start).total_seconds(), 1.0)
+    top_value = nice_max(max(max(s.serving + s.warm, s.waiting) for s in samples))
+
+    def x(moment) -> float:
+        return LEFT + (WIDTH - LEFT - RIGHT) * (moment - start).total_seconds() / span
+
+    def steps(values) -> str:
+        points, previous = [], None
+        for sample, value in zip(samples, values):
+            if previous is not None:
+                points.append(f"{x(sample.at):.1f},{_y(previous, top_value):.1f}")
+            points.append(f"{x(sample.at):.1f},{_y(value, top_value):.1f}")
+            previous = value
+        return " ".join(points)
+
+    marks = [(f"{x(d.decided_at):.1f}", TOP, f"{x(d.decided_at):.1f}", HEIGHT - BOTTOM,
+              f"{d.decided_at:%H:%M:%S} {d.rule}: {d.from_serving} → {d.to_serving}")
+             for d in decisions if start <= d.decided_at <= end]
+    body = mark_safe(_y_grid(top_value) + _x_labels([s.at for s in samples][::max(1, len(samples) // 6)], "minute")
+                     + format_html(
+        '<polyline class="chart-line chart-serving" points="{}"/><polyline class="chart-line chart-warm" points="{}"/>'
+        '<polyline class="chart-line chart-demand" points="{}"/>',
+        steps([s.serving for s in samples]), steps([s.serving + s.warm for s in samples]),
+        " ".join(f"{x(s.at):.1f},{_y(s.waiting, top_value):.1f}" for s in samples))
+                     + format_html_join("", '<line class="chart-decision" x1="{}" y1="{}" x2="{}" y2="{}">'
+                                            '<title>{}</title></line>', marks))
+    description = (f"{len(samples)} samples from {start:%H:%M} to {end:%H:%M}: serving instances (solid), serving plus "
+                   f"warm (dashed), waiting requests (thin); {len(marks)} scaling decisions marked.")
+    return _frame("Instances and demand", description, body)

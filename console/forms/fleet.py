@@ -37,3 +37,25 @@ class ScaleForm(forms.Form):
     min_replicas = _count("Minimum replicas", 1)
     max_replicas = _count("Maximum replicas", 1, 1)
     warm_pool_size = _count("Warm pool", 0)
+
+
+class ScalingForm(forms.Form):
+    """The deployment's autoscaling rules (docs/autoscaling.md); the service checks them again."""
+
+    enabled = forms.BooleanField(label="Autoscale", required=False)
+    queue_per_instance = forms.FloatField(label="Scale up at waiting requests per instance", min_value=0.1,
+                                          max_value=10_000)
+    kv_cache_usage = forms.FloatField(label="…or KV-cache usage (0–1)", min_value=0.05, max_value=1.0)
+    ttft_p95_slo_ms = forms.FloatField(label="…or p95 TTFT above (ms, empty: no SLO)", required=False, min_value=1,
+                                       max_value=600_000)
+    up_window_seconds = forms.IntegerField(label="held for (s)", min_value=5, max_value=3600)
+    low_water_per_instance = forms.FloatField(label="Idle below requests per instance", min_value=0, max_value=10_000)
+    idle_window_seconds = forms.IntegerField(label="for (s)", min_value=10, max_value=86_400)
+    zero_after_idle_seconds = forms.IntegerField(label="Scale to zero after idle (s; min 0 only)", min_value=10,
+                                                 max_value=604_800)
+    cooldown_up_seconds = forms.IntegerField(label="Cooldown after scaling up (s)", min_value=0, max_value=86_400)
+    cooldown_down_seconds = forms.IntegerField(label="Cooldown before scaling down (s)", min_value=0,
+                                               max_value=86_400)
+    max_step = forms.IntegerField(label="Largest step (instances)", min_value=1, max_value=MAX_REPLICAS)
+    wake_timeout_seconds = forms.IntegerField(label="A request waits for a sleeping deployment (s)", min_value=1,
+                                              max_value=3600)

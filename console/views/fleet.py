@@ -1,16 +1,20 @@
-"""Fleet: deployments and their instances, with deploy, scale, drain, restart and delete through fleet services."""
+"""Fleet: deployments and their instances, with deploy, scale, autoscaling, drain, restart and delete (fleet services)."""
+from datetime import timedelta
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
 from audit.actor import Actor
 from console.access import FLEET, can_manage_fleet, page_or_404, tenants_with
-from console.forms.fleet import DeployForm, ScaleForm
+from console.charts import scaling_chart
+from console.forms.fleet import DeployForm, ScaleForm, ScalingForm
 from console.views.common import form_errors, run_service
 from fleet import services
-from fleet.models import Deployment
+from fleet.models import Deployment, ScalingPolicy
 from fleet.permissions import may_see_internals, readable_deployments
 from fleet.runtime.capacity import WAITING_FOR_CAPACITY
 from fleet.states import LIVE_STATES, InstanceState
@@ -91,7 +95,19 @@ def deployment_detail(request, pk):
     return render(request, "console/fleet/detail.html", {
         "deployment": deployment, "instances": [_instance_row(i, internals) for i in deployment.instances.order_by("-pk")],
         "summary": _summary(deployment), "can_manage": can_manage,
-        "scale_form": ScaleForm(initial={n: getattr(deployment, n) for n in ScaleForm.base_fields}) if can_manage else None})
+        "scale_form": ScaleForm(initial={n: getattr(deployment, n) for n in ScaleForm.base_fields}) if can_manage else None,
+        **_scaling_context(deployment, can_manage)})
+
+
+def _scaling_context(deployment, can_manage: bool) -> dict:
+    """The last hour of demand and size as a chart, the latest decisions, and the policy form."""
+    since = timezone.now() - timedelta(hours=1)
+    samples = list(deployment.demand_samples.filter(at__gte=since).order_by("at"))
+    decisions = list(deployment.scaling_decisions.order_by("-decided_at")[:20])
+    policy = getattr(deployment, "scaling", None) or ScalingPolicy(deployment=deployment, enabled=False)
+    form = ScalingForm(initial={name: getattr(policy, name) for name in ScalingForm.base_fields}) if can_manage else None
+    return {"scaling_policy": policy, "scaling_chart": scaling_chart(samples, decisions[::-1]),
+            "scaling_decisions": decisions, "scaling_form": form}
 
 
 def _instance_row(instance, internals: bool) -> dict:
@@ -99,6 +115,7 @@ def _instance_row(instance, internals: bool) -> dict:
     metrics = instance.metrics or {}
     kv = metrics.get("kv_cache_usage_perc")
     row = {"id": instance.pk, "name": instance.name, "state": instance.state, "state_label": instance.get_state_display(),
+           "role": instance.role, "role_label": instance.get_role_display(),
            "pending_reason": instance.pending_reason if instance.state == InstanceState.PENDING else "",
            "health": _health(instance, internals), "queue": metrics.get("num_requests_waiting"),
            "running": metrics.get("num_requests_running"), "kv_cache": None if kv is None else round(kv * 100, 1),
@@ -162,4 +179,18 @@ def instance_action(request, pk, instance_id, action):
     service = services.drain_instance if action == "drain" else services.restart_instance
     run_service(request, lambda: service(instance, actor=Actor.from_request(request)),
                 f"{instance.name}: {action} requested.")
+    return redirect("console:deployment", pk=pk)
+
+
+@login_required
+@require_POST
+def scaling(request, pk):
+    deployment = _writable(request, pk)
+    form = ScalingForm(request.POST)
+    if not form.is_valid():
+        form_errors(request, form)
+    else:
+        run_service(request, lambda: services.set_scaling_policy(deployment, **form.cleaned_data,
+                                                                 actor=Actor.from_request(request)),
+                    "Autoscaling saved." if form.cleaned_data["enabled"] else "Autoscaling off: serving at minimum.")
     return redirect("console:deployment", pk=pk)

@@ -13,6 +13,11 @@
       badge.className = "badge badge-" + instance.state;
       badge.textContent = instance.state_label;
     }
+    var role = row.querySelector('[data-field="role"] .badge');
+    if (role) {
+      role.className = "badge badge-" + instance.role;
+      role.textContent = instance.role_label;
+    }
     var fields = { health: text(instance.health), queue: text(instance.queue), running: text(instance.running),
                    kv_cache: instance.kv_cache === null || instance.kv_cache === undefined ? "—" : instance.kv_cache.toFixed(1) + " %", restarts: text(instance.restarts),
                    pending_reason: instance.pending_reason || "" };

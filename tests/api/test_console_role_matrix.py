@@ -100,6 +100,11 @@ ROWS = [
                                                                      "warm_pool_size": 0}), "status", MANAGE),
     ("instance-action", "POST", lambda c, w, me: c.post(url("instance-action", w.dep.pk, w.instances[0].pk, "drain")),
      "status", MANAGE),
+    ("scaling", "POST", lambda c, w, me: c.post(url("scaling", w.dep.pk), {
+        "enabled": "on", "queue_per_instance": 8, "kv_cache_usage": 0.9, "up_window_seconds": 20,
+        "low_water_per_instance": 1, "idle_window_seconds": 300, "zero_after_idle_seconds": 900,
+        "cooldown_up_seconds": 60, "cooldown_down_seconds": 300, "max_step": 2, "wake_timeout_seconds": 120}),
+     "status", MANAGE),
     ("deployment-delete", "POST", lambda c, w, me: c.post(url("deployment-delete", w.doomed.pk)), "status", MANAGE),
     # the registry, GPU prices and tenants themselves: platform staff
     ("model-create", "POST", lambda c, w, me: c.post(url("model-create"), {"name": "console-new", "family": "other"}),

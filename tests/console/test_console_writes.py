@@ -64,6 +64,7 @@ def test_tenant_b_urls_are_404_for_a_tenant_a_owner(world, login):
              reverse("console:member-role", args=["tenant-b", bob_membership.pk]),
              reverse("console:member-remove", args=["tenant-b", bob_membership.pk]),
              reverse("console:scale", args=[world.dep_b.pk]), reverse("console:deployment-delete", args=[world.dep_b.pk]),
+             reverse("console:scaling", args=[world.dep_b.pk]),
              reverse("console:instance-action", args=[world.dep_b.pk, world.dep_b.instances.get().pk, "drain"])]
     for url in posts:
         assert client.post(url, {"role": "viewer", "email": "x@example.test", "min_replicas": 1,
@@ -122,6 +123,31 @@ def test_fleet_actions_need_the_admin_role(world, login):
     login("alice").post(reverse("console:instance-action", args=[world.dep_a.pk, instance.pk, "drain"]))
     instance.refresh_from_db()
     assert instance.state == InstanceState.DRAINING
+
+
+def test_autoscaling_is_set_from_the_deployment_page_and_shown_there(world, login):
+    from fleet.models import DemandSample, ScalingDecision
+    from django.utils import timezone
+
+    policy = {"enabled": "on", "queue_per_instance": 4, "kv_cache_usage": 0.9, "ttft_p95_slo_ms": "",
+              "up_window_seconds": 20, "low_water_per_instance": 1, "idle_window_seconds": 300,
+              "zero_after_idle_seconds": 900, "cooldown_up_seconds": 60, "cooldown_down_seconds": 300, "max_step": 2,
+              "wake_timeout_seconds": 120}
+    url = reverse("console:scaling", args=[world.dep_a.pk])
+    assert login("erin").post(url, policy).status_code == 403
+    assert login("alice").post(url, {**policy, "kv_cache_usage": 3}).status_code == 302
+    assert not hasattr(type(world.dep_a).objects.get(pk=world.dep_a.pk), "scaling") or \
+        not type(world.dep_a).objects.get(pk=world.dep_a.pk).scaling.enabled
+    login("alice").post(url, policy)
+    world.dep_a.refresh_from_db()
+    assert world.dep_a.scaling.enabled and world.dep_a.scaling.queue_per_instance == 4
+    now = timezone.now()
+    DemandSample.objects.create(deployment=world.dep_a, at=now, serving=1, warm=1, waiting=9)
+    ScalingDecision.objects.create(deployment=world.dep_a, decided_at=now, rule="queue", action="up", from_serving=1,
+                                   to_serving=2, reason="9.0 waiting per instance > 4 for 20 s")
+    page = login("alice").get(reverse("console:deployment", args=[world.dep_a.pk])).content.decode()
+    assert "autoscaled" in page and "9.0 waiting per instance &gt; 4 for 20 s" in page
+    assert 'class="chart-line chart-serving"' in page and "1 scaling decisions marked" in page
 
 
 def test_instances_endpoint_reports_progress(world, login):
