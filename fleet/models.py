@@ -159,6 +159,17 @@ class ScalingDecision(models.Model):
         indexes = [models.Index(fields=["deployment", "decided_at"])]
 
 
+class WarmSpan(models.Model):
+    """A stretch of time an instance spent warm (started, not routed): its cost is shown as warm idle capacity."""
+
+    instance = models.ForeignKey("Instance", on_delete=models.CASCADE, related_name="warm_spans")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="Promoted then; empty: still warm (or until stopped).")
+
+    class Meta:
+        ordering = ["instance", "started_at"]
+
+
 class Install(models.Model):
     """This install's identity: one row per database, made at migrate (a new database is a new install)."""
 

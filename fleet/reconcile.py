@@ -24,7 +24,7 @@ from fleet.runtime import backend_names, get_backend
 from fleet.runtime.base import NoCapacity
 from fleet.runtime.capacity import WAITING_FOR_CAPACITY
 from fleet.states import LIVE_STATES, RUNNING_STATES, TERMINAL_STATES, InstanceState
-from fleet.transitions import FLEET, fail_instance, record_pending_reason, set_role
+from fleet.transitions import FLEET, fail_instance, record_pending_reason, set_role, track_warm_time
 from fleet.views import deployment_view
 
 logger = logging.getLogger(__name__)
@@ -85,6 +85,8 @@ def _create_instance(deployment: Deployment, role: str) -> Instance:
         instance.restart_count = backoff.next_restart_count(failed.restart_count, ready_for)
         instance.next_start_after = backoff.start_not_before(failed.failed_at, instance.restart_count)
     instance.save()
+    if role == InstanceRole.WARM:
+        track_warm_time(instance)
     record_event(actor=FLEET, action="fleet.instance.create", tenant=deployment.tenant, target=instance,
                  after={"deployment": deployment.pk, "role": role, "restart_count": instance.restart_count,
                         "next_start_after": instance.next_start_after})

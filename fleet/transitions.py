@@ -39,10 +39,22 @@ def set_role(instance_id: int, role: str, *, actor: Actor = FLEET) -> Instance:
     before = instance_view(instance)
     instance.role = role
     instance.save(update_fields=["role"])
+    track_warm_time(instance)
     action = "fleet.instance.promote" if role == "serving" else "fleet.instance.demote"
     record_event(actor=actor, action=action, tenant=instance.deployment.tenant, target=instance, before=before,
                  after=instance_view(instance))
     return instance
+
+
+def track_warm_time(instance: Instance) -> None:
+    """Open a warm span when an instance becomes warm, close it when it is promoted (cost: warm idle capacity)."""
+    from fleet.models import WarmSpan
+
+    now = timezone.now()
+    if instance.role == "warm":
+        WarmSpan.objects.create(instance=instance, started_at=now)
+    else:
+        WarmSpan.objects.filter(instance=instance, ended_at__isnull=True).update(ended_at=now)
 
 
 def try_transition(instance_id: int, new_state: str, **fields) -> Instance | None:

@@ -122,6 +122,7 @@ class UsageRollup(models.Model):
 class CostKind(models.TextChoices):
     USAGE = "usage", "Engine time serving requests"
     IDLE = "idle", "Idle capacity"
+    WARM = "warm", "Warm pool (idle, ready to take traffic)"
 
 
 class PriceUnit(models.TextChoices):

@@ -224,7 +224,7 @@ def cost_table(query: UsageQuery, by: str) -> list[dict]:
 def _costs(query: UsageQuery, field: str, parts: live.Split) -> dict:
     """group value → usage cost, idle cost and seconds held per unit (GPUs, CPU cores): cost rollups, then
     live allocation from the watermark."""
-    costs = defaultdict(lambda: {CostKind.USAGE: Decimal(0), CostKind.IDLE: Decimal(0),
+    costs = defaultdict(lambda: {CostKind.USAGE: Decimal(0), CostKind.IDLE: Decimal(0), CostKind.WARM: Decimal(0),
                                  **{unit: Decimal(0) for unit in PriceUnit.values}})
     for part, part_field in zip(_rolled_parts(query, parts), (field, _hourly_field(field))):
         if part.since >= part.until:
@@ -248,11 +248,13 @@ def cost_row(usage: dict | None, cost: dict) -> dict:
     tokens = (usage["prompt_tokens"] + usage["completion_tokens"]) if usage else 0
     accepted = usage["feedback_accepted"] if usage else 0
     judged = accepted + (usage["feedback_ignored"] if usage else 0)
-    used, idle = cost[CostKind.USAGE], cost[CostKind.IDLE]
+    used, warm = cost[CostKind.USAGE], cost[CostKind.WARM]
+    idle = cost[CostKind.IDLE] + warm  # warm instances are idle capacity kept on purpose
     total = used + idle
     return {"completions": completions, "tokens": tokens, "gpu_hours": _money(cost[PriceUnit.GPU] / 3600),
             "cpu_core_hours": _money(cost[PriceUnit.CPU_CORE] / 3600),
-            "usage_cost_usd": _money(used), "idle_cost_usd": _money(idle), "total_cost_usd": _money(total),
+            "usage_cost_usd": _money(used), "idle_cost_usd": _money(idle), "warm_cost_usd": _money(warm),
+            "total_cost_usd": _money(total),
             "cost_per_completion_usd": _per(used, completions), "total_cost_per_completion_usd": _per(total, completions),
             "cost_per_1k_tokens_usd": _per(used * 1000, tokens), "total_cost_per_1k_tokens_usd": _per(total * 1000, tokens),
             "cost_per_accepted_completion_usd": _per(total, accepted),

@@ -48,3 +48,23 @@ def test_reconcile_promotes_a_warm_instance_without_starting_a_new_serving_one(s
     from audit.models import AuditEvent
 
     assert AuditEvent.objects.filter(action="fleet.instance.promote", target_id=str(warm_pk)).exists()
+
+
+@pytest.mark.django_db
+def test_a_warm_instances_time_is_costed_as_warm_idle_capacity():
+    from datetime import timedelta
+    from django.utils import timezone
+
+    from fleet.models import WarmSpan
+    from usage.cost.hourly import range_shares
+    from usage.periods import HOUR, floor_hour
+
+    hour = floor_hour(timezone.now()) - HOUR
+    deployment = Deployment.objects.create(name="c", model_version=make_version(), min_replicas=1, max_replicas=2,
+                                           runtime_backend="simulator", gpu_type="l4")
+    instance = Instance.objects.create(deployment=deployment, state=S.READY, role=R.WARM, starting_at=hour,
+                                       ready_at=hour)
+    WarmSpan.objects.create(instance=instance, started_at=hour, ended_at=hour + timedelta(minutes=30))
+    shares = range_shares(hour, hour + HOUR, timezone.now())[hour]
+    seconds = {share.kind: float(share.gpu_seconds) for share in shares}
+    assert seconds == {"warm": 1800.0, "idle": 1800.0}

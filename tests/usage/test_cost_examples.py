@@ -169,3 +169,15 @@ def test_allocation_is_pure_and_conserves_money():
 def test_busy_time_is_the_union_of_request_intervals():
     assert busy_seconds([(0, 1200), (600, 1800), (2100, 3000)], 0, 3600) == 2700
     assert busy_seconds([(-100, 50), (3500, 3700)], 0, 3600) == 150
+
+
+def test_warm_time_is_idle_capacity_of_its_own_kind():
+    """An instance warm for 45 of its 60 minutes, serving nothing: $0.75 warm, $0.25 idle."""
+    from usage.cost.allocation import InstanceHour, allocate
+
+    hour = InstanceHour(deployment_id=1, owner_tenant_id=7, model_version_id=3, quantization="none",
+                        gpu_seconds=Decimal(3600), cost_usd=Decimal("1.00"), up_seconds=3600, busy_seconds=0,
+                        warm_seconds=2700)
+    shares = {share.kind: share for share in allocate(hour)}
+    assert shares["warm"].cost_usd == Decimal("0.750000") and shares["idle"].cost_usd == Decimal("0.250000")
+    assert shares["warm"].tenant_id == 7 and sum(s.cost_usd for s in shares.values()) == Decimal("1.00")

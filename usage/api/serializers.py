@@ -137,7 +137,9 @@ class CostRowSerializer(_figures({
         **_label_fields(COST_BREAKDOWNS), "completions": serializers.IntegerField(), "tokens": serializers.IntegerField(),
         "gpu_hours": _money(help_text="GPU time held (instances with a GPU type)."),
         "cpu_core_hours": _money(help_text="CPU core time held (instances without a GPU: no GPU type, or cpu)."),
-        "usage_cost_usd": _money(), "idle_cost_usd": _money(), "total_cost_usd": _money(),
+        "usage_cost_usd": _money(), "idle_cost_usd": _money(),
+        "warm_cost_usd": _money(help_text="Of the idle cost, what warm instances (started, not routed) cost."),
+        "total_cost_usd": _money(),
         **{name: _money(allow_null=True) for name in (
             "cost_per_completion_usd", "total_cost_per_completion_usd", "cost_per_1k_tokens_usd",
             "total_cost_per_1k_tokens_usd", "cost_per_accepted_completion_usd")},

@@ -1,5 +1,7 @@
 """Pure allocation of one instance-hour's cost: busy time by engine work share, idle time by ownership.
 
+Idle time spent warm (started, not routed: docs/autoscaling.md) is its own kind, `warm`.
+
 No database here: inputs are plain values, so the worked examples in docs/usage-and-cost.md are unit tests.
 """
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ class InstanceHour:
     busy_seconds: float
     work_by_tenant: dict = field(default_factory=dict)
     unit: str = PriceUnit.GPU  # gpu_seconds are CPU core-seconds for PriceUnit.CPU_CORE
+    warm_seconds: float = 0.0  # of up_seconds, spent warm (not routed): idle by design
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,11 @@ def allocate(hour: InstanceHour) -> list[CostShare]:
     busy_cost, busy_gpu = micro(hour.cost_usd * fraction), micro(hour.gpu_seconds * fraction)
     shares = _shares(hour, CostKind.USAGE, busy_cost, busy_gpu, hour.work_by_tenant) if fraction else []
     idle_cost, idle_gpu = hour.cost_usd - busy_cost, hour.gpu_seconds - busy_gpu
+    warm = Decimal(min(hour.warm_seconds / hour.up_seconds, 1.0)) if hour.up_seconds > 0 else Decimal(0)
+    warm_cost, warm_gpu = min(micro(hour.cost_usd * warm), idle_cost), min(micro(hour.gpu_seconds * warm), idle_gpu)
+    if warm_cost or warm_gpu:
+        shares += _shares(hour, CostKind.WARM, warm_cost, warm_gpu, idle_weights(hour, total_work))
+    idle_cost, idle_gpu = idle_cost - warm_cost, idle_gpu - warm_gpu
     if idle_cost or idle_gpu:
         shares += _shares(hour, CostKind.IDLE, idle_cost, idle_gpu, idle_weights(hour, total_work))
     return shares

@@ -25,6 +25,7 @@ def range_shares(start: datetime, end: datetime, now: datetime) -> dict[datetime
     if not spans:
         return {}
     served = served_requests(start, end, [span.instance_id for span in spans])
+    warm = warm_intervals(start, end, [span.instance_id for span in spans])
     prices = PriceHistory()
     shares: dict[datetime, list[CostShare]] = {}
     for hour in (hour for hour in periods(start, end, HOUR) if hour < now):
@@ -34,11 +35,13 @@ def range_shares(start: datetime, end: datetime, now: datetime) -> dict[datetime
             window = (max(span.up_from, hour), min(span.up_to or hour_end, hour_end))
             if window[1] > window[0]:
                 work = served.get((hour, span.instance_id), ([], {}))
-                shares.setdefault(hour, []).extend(allocate(instance_hour(span, window, table, work)))
+                warm_seconds = busy_seconds(warm.get(span.instance_id, []), window[0].timestamp(),
+                                            window[1].timestamp())
+                shares.setdefault(hour, []).extend(allocate(instance_hour(span, window, table, work, warm_seconds)))
     return shares
 
 
-def instance_hour(span: InstanceSpan, window, prices: dict, served) -> InstanceHour:
+def instance_hour(span: InstanceSpan, window, prices: dict, served, warm_seconds: float = 0.0) -> InstanceHour:
     """The instance's GPU-seconds and cost inside `window`, with the busy time and work of its requests."""
     intervals, work = served
     up_seconds = (window[1] - window[0]).total_seconds()
@@ -51,7 +54,22 @@ def instance_hour(span: InstanceSpan, window, prices: dict, served) -> InstanceH
     return InstanceHour(deployment_id=span.deployment_id, owner_tenant_id=span.owner_tenant_id,
                         model_version_id=span.model_version_id, quantization=span.quantization,
                         gpu_seconds=gpu_seconds, cost_usd=cost, up_seconds=up_seconds, busy_seconds=busy,
-                        work_by_tenant=work, unit=span.unit)
+                        work_by_tenant=work, unit=span.unit, warm_seconds=warm_seconds)
+
+
+def warm_intervals(start: datetime, end: datetime, instance_ids: list[int]) -> dict[int, list[tuple[float, float]]]:
+    """Instance id → the [start, end) epoch intervals it spent warm, overlapping [start, end)."""
+    from django.apps import apps
+    from django.db.models import Q
+
+    if not apps.is_installed("fleet"):
+        return {}
+    spans = apps.get_model("fleet", "WarmSpan").objects.filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=start), instance_id__in=instance_ids, started_at__lt=end)
+    found: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for instance_id, began, ended in spans.values_list("instance_id", "started_at", "ended_at"):
+        found[instance_id].append((began.timestamp(), (ended or end).timestamp()))
+    return found
 
 
 def served_requests(start: datetime, end: datetime, instance_ids: list[int]) -> dict:
