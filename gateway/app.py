@@ -1,6 +1,6 @@
 """The gateway: a plain ASGI callable (no Django request handling) with its own lifespan.
 
-Start-up opens one shared upstream client to the engines (gateway.upstream), one Redis client, loads the first
+Start-up opens one shared upstream client to the engines (gateway.clients.engine), one Redis client, loads the first
 snapshot and starts three background tasks: the snapshot refresher, the usage writer and
 (inside the refresher) the probe that readmits ejected engines.
 """
@@ -22,7 +22,7 @@ from gateway import errors
 from gateway.auth import authenticate, current_tenant
 from gateway.balancer import Balancer
 from gateway.config import GatewayConfig
-from gateway.dbthreads import DatabaseThreads, database_unavailable
+from gateway.clients.database import DatabaseThreads, database_unavailable
 from gateway.dedup import DedupCache
 from gateway.feedback import handle_feedback
 from gateway.http import JSON_HEADERS, request_ids, send_error, send_plain_error, send_response
@@ -34,12 +34,12 @@ from gateway.metrics import GatewayMetrics
 from gateway.pool_queues import PoolQueues
 from gateway.proxy import Timeouts
 from gateway.redaction import redact_prefix
-from gateway.resp import PipelinedRedis
+from gateway.clients.pipelined_redis import PipelinedRedis
 from gateway.refresher import SnapshotRefresher, load_current
 from gateway.snapshot import Snapshot
 from gateway.snapshot_loader import load_key
 from gateway.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
-from gateway.upstream import UpstreamClient
+from gateway.clients.engine import UpstreamClient
 
 log = logging.getLogger("gateway")
 GC_YOUNG_THRESHOLD = 20_000
@@ -188,7 +188,7 @@ class GatewayApp:
         timeouts = Timeouts(config.connect_timeout, config.first_byte_timeout, config.idle_timeout)
         # No client-side connection cap: engines and the limits decide concurrency.
         upstream = UpstreamClient(connect_timeout=config.connect_timeout)
-        # The request path's Redis (limits, de-duplication): one pipelined connection (gateway.resp).
+        # The request path's Redis (limits, de-duplication): one pipelined connection (gateway.clients.pipelined_redis).
         redis = PipelinedRedis.from_url(config.redis_url)
         db = DatabaseThreads()
         balancer = Balancer(self.metrics, eject_after=config.eject_after_failures)

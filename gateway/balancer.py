@@ -102,7 +102,7 @@ class Balancer:
 
 
 async def _healthy(client, url: str, timeout: float) -> bool:
-    from gateway.upstream import UpstreamError
+    from gateway.clients.engine import UpstreamError
 
     try:
         async with asyncio.timeout(timeout):

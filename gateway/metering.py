@@ -134,7 +134,7 @@ class UsageRecorder:
     - A batch the database refuses (a value it cannot store, a constraint) is split in halves and
       each half written again, down to single events: only an event refused on its own is set
       aside, in the dead letter, counted and logged with its request id. The rest is stored.
-    - A batch that fails because the database is away (`gateway.dbthreads.database_unavailable`)
+    - A batch that fails because the database is away (`gateway.clients.database.database_unavailable`)
       goes to the spool (gateway/spool.py) at once; spooled events are replayed when a write or a
       probe succeeds again, by this process or any other of the install.
     - Events that fit nowhere (the spool full or failing) are lost: counted and logged, never silently.
@@ -195,7 +195,7 @@ class UsageRecorder:
 
     async def _store(self, batch: list) -> None:
         """Write the batch, splitting it on a refusal; raises DatabaseAway (nothing set aside then)."""
-        from gateway.dbthreads import database_unavailable
+        from gateway.clients.database import database_unavailable
 
         try:
             self.written += await self._run_in_thread(self._writer, batch)

@@ -18,7 +18,7 @@ from gateway.engine_errors import MAX_ERROR_BODY, engine_error
 from gateway.http import JSON_HEADERS, SSE_HEADERS
 from gateway.snapshot import Upstream
 from gateway.sse import SseRelay
-from gateway.upstream import UpstreamClient, UpstreamError, UpstreamResponse
+from gateway.clients.engine import UpstreamClient, UpstreamError, UpstreamResponse
 
 log = logging.getLogger("gateway.proxy")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Callable, Sequence
 
-from gateway.resp import encode_args
+from gateway.clients.pipelined_redis import encode_args
 
 MICROS = 1_000_000
 

@@ -1,6 +1,6 @@
 """Keeping the snapshot current: poll a cheap version marker, reload everything when it moves.
 
-The ORM runs in the gateway's database threads (`gateway.dbthreads`), never on the event loop. If the
+The ORM runs in the gateway's database threads (`gateway.clients.database`), never on the event loop. If the
 database is unreachable the gateway keeps serving its last snapshot and keeps polling; one that
 starts while the database is away serves 503s (`service_unavailable`) until its first snapshot loads.
 """
@@ -11,7 +11,7 @@ import logging
 import time
 
 from gateway import errors
-from gateway.dbthreads import database_unavailable
+from gateway.clients.database import database_unavailable
 from gateway.snapshot_loader import load_snapshot, version_marker
 
 log = logging.getLogger("gateway.refresher")
@@ -75,7 +75,7 @@ class SnapshotRefresher:
 
         With the database away the request cannot be decided (its tenant is unknown here, not
         known to be missing): `errors.database_unavailable()`, the 503 every request-path database
-        touch answers (gateway/dbthreads.py)."""
+        touch answers (gateway/clients/database.py)."""
         if self._on_demand is None:
             self._on_demand = asyncio.ensure_future(self._refresh_on_demand())
         try:

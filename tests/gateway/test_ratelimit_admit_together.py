@@ -13,7 +13,7 @@ import redis
 
 from gateway.ratelimit import (ADMIT, ADMIT_TOGETHER, SETTLE, LimiterConfig, Limits, Outcome, RateLimiter, Subject,
                                SubjectKind, _packed_together, month_bounds)
-from gateway.resp import PipelinedRedis, encode_command
+from gateway.clients.pipelined_redis import PipelinedRedis, encode_command
 from tests.gateway.ratelimit_helpers import admission, redis_url, tenant
 from tests.gateway.test_ratelimit_settle_together import NOW_US, at_time, state
 

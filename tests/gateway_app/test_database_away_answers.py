@@ -15,7 +15,7 @@ from django.db import DataError, IntegrityError, OperationalError
 from bench._procs import free_port
 from gateway import errors
 from gateway.auth import current_tenant
-from gateway.dbthreads import DatabaseThreads, database_unavailable
+from gateway.clients.database import DatabaseThreads, database_unavailable
 from gateway.refresher import SnapshotRefresher
 from gateway.snapshot import KeyInfo, Snapshot
 

@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from bench._procs import free_port
-from gateway.dbthreads import DatabaseThreads
+from gateway.clients.database import DatabaseThreads
 from gateway.metering import RequestRecord, UsageRecorder, probe_database, write_batch
 from gateway.metrics import GatewayMetrics
 from gateway.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool, encode_events

@@ -11,7 +11,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from gateway.dbthreads import DatabaseThreads, database_unavailable
+from gateway.clients.database import DatabaseThreads, database_unavailable
 from gateway.metering import UsageRecorder
 from gateway.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
 
