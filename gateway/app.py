@@ -21,13 +21,13 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from gateway import errors
 from gateway.auth import authenticate, current_tenant
 from gateway.balancer import Balancer
-from gateway.config import GatewayConfig
+from gateway.config.settings import GatewayConfig
 from gateway.clients.database import DatabaseThreads, database_unavailable
 from gateway.dedup import DedupCache
 from gateway.feedback import handle_feedback
 from gateway.http import JSON_HEADERS, request_ids, send_error, send_plain_error, send_response
 from gateway.inference import InferenceHandler
-from gateway.keycache import KeyCache
+from gateway.config.key_cache import KeyCache
 from gateway.limits import Limiter
 from gateway.metering import UsageRecorder, write_batch
 from gateway.metrics import GatewayMetrics
@@ -35,9 +35,9 @@ from gateway.pool_queues import PoolQueues
 from gateway.proxy import Timeouts
 from gateway.redaction import redact_prefix
 from gateway.clients.pipelined_redis import PipelinedRedis
-from gateway.refresher import SnapshotRefresher, load_current
-from gateway.snapshot import Snapshot
-from gateway.snapshot_loader import load_key
+from gateway.config.refresher import SnapshotRefresher, load_current
+from gateway.config.snapshot import Snapshot
+from gateway.config.snapshot_loader import load_key
 from gateway.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
 from gateway.clients.engine import UpstreamClient
 

@@ -6,8 +6,8 @@ import time
 from apikeys.keyformat import hash_key, is_well_formed
 from gateway import errors
 from gateway.http import header
-from gateway.keycache import MISSING, KeyCache
-from gateway.snapshot import KeyInfo, Snapshot, TenantInfo
+from gateway.config.key_cache import MISSING, KeyCache
+from gateway.config.snapshot import KeyInfo, Snapshot, TenantInfo
 
 INFERENCE_SCOPE = "inference"
 

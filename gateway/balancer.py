@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from gateway.policies.latency_ewma import ewma
 from gateway.routing_adapter import PolicyChooser
-from gateway.snapshot import Pool, Upstream
+from gateway.config.snapshot import Pool, Upstream
 
 log = logging.getLogger("gateway.balancer")
 

@@ -23,7 +23,7 @@ from gateway.payload import (BATCH_PRIORITY, Work, parse_payload, prompt_sample,
 from gateway.proxy import (FALLBACK_BUDGET, ClientStream, UpstreamFailure, first_chunk, open_upstream, relay_json,
                            relay_stream, usage_of)
 from gateway.redaction import PREFIX_MARGIN, RedactionMode, redact_body, redact_prefix
-from gateway.snapshot import KeyInfo, Pool, TenantInfo
+from gateway.config.snapshot import KeyInfo, Pool, TenantInfo
 from gateway.server import DISCONNECT_EXTENSION
 from gateway.sse import SseRelay
 

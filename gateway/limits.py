@@ -17,7 +17,7 @@ from gateway import budget_floors, errors
 from gateway.budget_floors import BudgetFloors, load_budget_floors
 from gateway.ratelimit import Admission as LimitRequest
 from gateway.ratelimit import LimiterConfig, Limits, Outcome, RateLimiter, Subject, SubjectKind, month_bounds
-from gateway.snapshot import KeyInfo, Snapshot
+from gateway.config.snapshot import KeyInfo, Snapshot
 
 log = logging.getLogger("gateway.limits")
 MAX_CACHED_KEYS = 10_000

@@ -9,7 +9,7 @@ nothing in this gateway ever releases.)
 from __future__ import annotations
 
 from gateway.fair_queue import FairQueue, QueueLimits
-from gateway.snapshot import Pool
+from gateway.config.snapshot import Pool
 
 MAX_IDLE_QUEUES = 64  # queues of pools that changed shape are dropped once idle
 MAX_CACHED_POOLS = 256

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from gateway import errors
 from gateway.engine_errors import MAX_ERROR_BODY, engine_error
 from gateway.http import JSON_HEADERS, SSE_HEADERS
-from gateway.snapshot import Upstream
+from gateway.config.snapshot import Upstream
 from gateway.sse import SseRelay
 from gateway.clients.engine import UpstreamClient, UpstreamError, UpstreamResponse
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 
 from gateway.policies import Endpoint, NoEligibleEndpoint, PolicyName, RouteRequest, get_policy, prefix_key
-from gateway.snapshot import DEFAULT_POLICY, Pool, Upstream
+from gateway.config.snapshot import DEFAULT_POLICY, Pool, Upstream
 
 log = logging.getLogger("gateway.routing")
 KINDS = {"chat": "chat", "completions": "completion"}

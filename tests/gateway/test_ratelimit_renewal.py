@@ -10,7 +10,7 @@ import redis
 from gateway.limits import Limiter
 from gateway.metrics import GatewayMetrics
 from gateway.clients.pipelined_redis import PipelinedRedis
-from gateway.snapshot import KeyInfo, Limits, Snapshot
+from gateway.config.snapshot import KeyInfo, Limits, Snapshot
 from tests.gateway.ratelimit_helpers import redis_url
 
 URL = redis_url()

@@ -16,8 +16,8 @@ from bench._procs import free_port
 from gateway import errors
 from gateway.auth import current_tenant
 from gateway.clients.database import DatabaseThreads, database_unavailable
-from gateway.refresher import SnapshotRefresher
-from gateway.snapshot import KeyInfo, Snapshot
+from gateway.config.refresher import SnapshotRefresher
+from gateway.config.snapshot import KeyInfo, Snapshot
 
 
 def _connect_to_nothing(*args):

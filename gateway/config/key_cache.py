@@ -11,7 +11,7 @@ import time
 from collections import OrderedDict
 from typing import Awaitable, Callable
 
-from gateway.snapshot import KeyInfo
+from gateway.config.snapshot import KeyInfo
 
 Loader = Callable[[str], Awaitable[KeyInfo | None]]
 MISSING = object()

@@ -12,7 +12,7 @@ import time
 
 from gateway import errors
 from gateway.clients.database import database_unavailable
-from gateway.snapshot_loader import load_snapshot, version_marker
+from gateway.config.snapshot_loader import load_snapshot, version_marker
 
 log = logging.getLogger("gateway.refresher")
 PROBE_EVERY_SECONDS = 1.0

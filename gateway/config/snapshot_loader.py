@@ -14,8 +14,8 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.db.models import Count, Max, Q
 
-from gateway.snapshot import (DEFAULT_POLICY, DEFAULT_REDACTION_MODE, KeyInfo, Limits, Pool, Snapshot, TenantInfo,
-                              Upstream)
+from gateway.config.snapshot import (DEFAULT_POLICY, DEFAULT_REDACTION_MODE, KeyInfo, Limits, Pool, Snapshot,
+                                     TenantInfo, Upstream)
 
 
 def version_marker() -> tuple:
