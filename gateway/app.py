@@ -28,7 +28,7 @@ from gateway.feedback import handle_feedback
 from gateway.http import JSON_HEADERS, request_ids, send_error, send_plain_error, send_response
 from gateway.inference import InferenceHandler
 from gateway.config.key_cache import KeyCache
-from gateway.limits import Limiter
+from gateway.limits.limiter import Limiter
 from gateway.metering import UsageRecorder, write_batch
 from gateway.metrics import GatewayMetrics
 from gateway.pool_queues import PoolQueues

@@ -16,7 +16,7 @@ from gateway.balancer import RouteHints
 from gateway.dedup import OPT_OUT_HEADER, cache_key, cacheable
 from gateway.fair_queue import QueueFull, QueueTimeout
 from gateway.http import ClientGone, JSON_HEADERS, header, read_body, request_ids
-from gateway.limits import budget_name, over_budget
+from gateway.limits.limiter import budget_name, over_budget
 from gateway.metering import RequestRecord
 from gateway.payload import (BATCH_PRIORITY, Work, parse_payload, prompt_sample, request_work, upstream_body,
                              wants_continuous_usage, wants_usage)

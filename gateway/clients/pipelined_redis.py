@@ -14,7 +14,7 @@ That ordering is also what lets the gateway settle a reservation without waiting
 later admission of this process is run by Redis before it. redis-py stays the client for
 everything off the request path and in tests.
 
-Failure behaviour matches `gateway.ratelimit.make_client`: no retries, a short connect timeout,
+Failure behaviour matches `gateway.limits.admission.make_client`: no retries, a short connect timeout,
 errors raised as redis-py's exception classes (callers already handle `RedisError`). Callers bound
 their own waits, with `asyncio.timeout` or, cheaper, a deadline passed to `send_packed` (one timer
 per client, not one per command); a connection that has not answered for `stale_after` seconds

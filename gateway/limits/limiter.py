@@ -1,4 +1,4 @@
-"""The seam between a request and `gateway.ratelimit`: admit with a reservation, settle after.
+"""The seam between a request and `gateway.limits.admission`: admit with a reservation, settle after.
 
 Subjects come from the snapshot's quota policies: the tenant's, the key's and the user's (a
 person without a policy of their own still gets the default per-user rate). Money budgets
@@ -13,11 +13,12 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from gateway import budget_floors, errors
-from gateway.budget_floors import BudgetFloors, load_budget_floors
-from gateway.ratelimit import Admission as LimitRequest
-from gateway.ratelimit import LimiterConfig, Limits, Outcome, RateLimiter, Subject, SubjectKind, month_bounds
+from gateway import errors
 from gateway.config.snapshot import KeyInfo, Snapshot
+from gateway.limits import budget_floors
+from gateway.limits.admission import Admission as LimitRequest
+from gateway.limits.admission import LimiterConfig, Limits, Outcome, RateLimiter, Subject, SubjectKind, month_bounds
+from gateway.limits.budget_floors import BudgetFloors, load_budget_floors
 
 log = logging.getLogger("gateway.limits")
 MAX_CACHED_KEYS = 10_000

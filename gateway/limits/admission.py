@@ -19,10 +19,10 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 
-from gateway.ratelimit_plan import (  # noqa: F401 (the limiter's vocabulary, re-exported for callers and tests)
+from gateway.limits.plan import (  # noqa: F401 (the limiter's vocabulary, re-exported for callers and tests)
     BUDGET_KINDS, HEADER_NAMES, MICROS, RATE_KINDS, SCRIPT_KIND, Check, LimitKind, Plan, SubjectKind,
     _packed_together, _settled)
-from gateway.ratelimit_scripts import (  # noqa: F401 (re-exported for tests)
+from gateway.limits.scripts import (  # noqa: F401 (re-exported for tests)
     ADMIT, ADMIT_TOGETHER, SETTLE, SETTLE_TOGETHER)
 
 

@@ -1,4 +1,4 @@
-"""The Lua scripts behind `gateway.ratelimit`: each admission and settlement is one EVALSHA.
+"""The Lua scripts behind `gateway.limits.admission`: each admission and settlement is one EVALSHA.
 
 ARGV: request id, the request's worst-case tokens and cost (what admission reserves), its actual
 tokens and cost (settle only; 0 otherwise), the number of checks, the number of rate checks, then

@@ -1,4 +1,4 @@
-"""How one set of limit checks becomes one Lua script call, encoded once (`gateway.ratelimit`).
+"""How one set of limit checks becomes one Lua script call, encoded once (`gateway.limits.admission`).
 
 The limit kinds and subject kinds, a `Check` per limit of a subject, and the `Plan`: the RESP of
 an ADMIT or SETTLE call with everything but the request's own numbers encoded in advance, plus

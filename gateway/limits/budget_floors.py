@@ -3,7 +3,7 @@
 Redis holds the budgets' running counts, but Redis can lose them (a restart without persistence,
 a failover, an eviction) and a settle can be lost. The usage records cannot: so every budget with
 a monthly token budget counts at least what they say (`Limits.monthly_tokens_floor`), and a
-budget hash that is missing starts from it (gateway/ratelimit_scripts.py). The gateway reloads
+budget hash that is missing starts from it (gateway/limits/scripts.py). The gateway reloads
 the floors every `REFRESH_SECONDS` in a database thread, off the request path. Sync ORM code.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import Mapping
 
-from gateway.ratelimit import month_bounds
+from gateway.limits.admission import month_bounds
 
 REFRESH_SECONDS = 15.0  # the floors lag the records by at most this (plus the usage writer's flush)
 
