@@ -1,0 +1,31 @@
+-- ADMIT: one request's admission. Phase 1 checks everything without counting; phase 2 counts
+-- only if all passed. Answers the nine integers of answer_of.
+local rid, tokens, cost, _, _, n, nr = request_at(1)
+local t = call('TIME')
+local now = t[1] * 1000000 + t[2]
+local raws = nr > 0 and call('MGET', unpack(keys, 1, nr))
+local rate, reserved, fresh, refused, retry = decide(HEAD + 1, n, 0, nr, tokens, cost, now, raws, nil)
+local out = answer_of(rate, nr, refused, retry, now)
+if refused ~= 0 then return out end
+local sums = {}
+local rk, ok, ai = 0, nr, HEAD + 1
+for i = 1, n do
+  local code = argv[ai]
+  if code == 'R1' or code == 'Rt' then
+    rk = rk + 1
+    set_tat(keys[rk], rate[6 * rk - 4], rate[6 * rk - 5], now)
+    ai = ai + 3
+  elseif code == 'C1' then
+    ok = ok + 1
+    local param = argv[ai + 2] + 0
+    take_lease(keys[ok], rid, param, now)
+    call('PEXPIRE', keys[ok], ms(param))
+    ai = ai + 3
+  else
+    reserve_budget(sums, keys[ok + 1], keys[ok + 2], rid, code == 'Bc' and cost or tokens, reserved[i], fresh[i],
+                   argv[ai + 3], argv[ai + 2], now, argv[ai + 4] + 0)
+    ok = ok + 2
+    ai = ai + 5
+  end
+end
+return out
