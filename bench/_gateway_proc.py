@@ -21,7 +21,7 @@ def main(argv=None) -> None:
     django.setup()
     import gateway.config.snapshot_loader as loader
     from gateway import __main__ as gateway_cli
-    from gateway.policies import get_policy
+    from gateway.routing.policies import get_policy
 
     get_policy(args.policy)  # an unknown name fails here, not as a warning in the gateway
     loader.DEFAULT_POLICY = args.policy

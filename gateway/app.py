@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway import errors
 from gateway.auth import authenticate, current_tenant
-from gateway.balancer import Balancer
+from gateway.routing.balancer import Balancer
 from gateway.config.settings import GatewayConfig
 from gateway.clients.database import DatabaseThreads, database_unavailable
 from gateway.dedup import DedupCache
@@ -31,7 +31,7 @@ from gateway.config.key_cache import KeyCache
 from gateway.limits.limiter import Limiter
 from gateway.metering import UsageRecorder, write_batch
 from gateway.metrics import GatewayMetrics
-from gateway.pool_queues import PoolQueues
+from gateway.routing.pool_queues import PoolQueues
 from gateway.proxy import Timeouts
 from gateway.redaction import redact_prefix
 from gateway.clients.pipelined_redis import PipelinedRedis

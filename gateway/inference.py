@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from gateway import errors
 from gateway.auth import authenticate, current_tenant
-from gateway.balancer import RouteHints
+from gateway.routing.balancer import RouteHints
 from gateway.dedup import OPT_OUT_HEADER, cache_key, cacheable
-from gateway.fair_queue import QueueFull, QueueTimeout
+from gateway.routing.fair_queue import QueueFull, QueueTimeout
 from gateway.http import ClientGone, JSON_HEADERS, header, read_body, request_ids
 from gateway.limits.limiter import budget_name, over_budget
 from gateway.metering import RequestRecord

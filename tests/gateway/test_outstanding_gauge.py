@@ -1,5 +1,5 @@
 """The per-engine outstanding-requests gauge reads the balancer's counts when scraped."""
-from gateway.balancer import Balancer
+from gateway.routing.balancer import Balancer
 from gateway.metrics import GatewayMetrics
 from gateway.config.snapshot import Upstream
 

@@ -1,8 +1,8 @@
-"""gateway.pool_queues: one fair queue per set of deployments, sized from the engines usable now."""
-from gateway.balancer import Balancer
+"""gateway.routing.pool_queues: one fair queue per set of deployments, sized from the engines usable now."""
+from gateway.routing.balancer import Balancer
 from gateway.config.settings import GatewayConfig
 from gateway.metrics import GatewayMetrics
-from gateway.pool_queues import MAX_IDLE_QUEUES, PoolQueues
+from gateway.routing.pool_queues import MAX_IDLE_QUEUES, PoolQueues
 from gateway.config.snapshot import Pool, Upstream
 
 

@@ -14,10 +14,10 @@ import random
 from collections import OrderedDict
 from typing import Callable, Sequence
 
-from gateway.policies.base import Endpoint, PolicyName, RouteRequest, RoutingPolicy, eligible
-from gateway.policies.hash_ring import HashRing
-from gateway.policies.least_outstanding import least_loaded
-from gateway.policies.window import RecentAssignments
+from gateway.routing.policies.base import Endpoint, PolicyName, RouteRequest, RoutingPolicy, eligible
+from gateway.routing.policies.hash_ring import HashRing
+from gateway.routing.policies.least_outstanding import least_loaded
+from gateway.routing.policies.window import RecentAssignments
 
 RING_CACHE_SIZE = 16  # distinct pool shapes kept; a policy instance serves one or a few pools
 DEFAULT_BALANCE = 1.25

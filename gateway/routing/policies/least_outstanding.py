@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from gateway.policies.base import (
+from gateway.routing.policies.base import (
     Endpoint, PolicyName, RouteRequest, RoutingPolicy, eligible, load,
 )
 

@@ -8,7 +8,7 @@ nothing in this gateway ever releases.)
 """
 from __future__ import annotations
 
-from gateway.fair_queue import FairQueue, QueueLimits
+from gateway.routing.fair_queue import FairQueue, QueueLimits
 from gateway.config.snapshot import Pool
 
 MAX_IDLE_QUEUES = 64  # queues of pools that changed shape are dropped once idle

@@ -4,10 +4,10 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from gateway.policies.base import (
+from gateway.routing.policies.base import (
     Endpoint, PolicyName, RouteRequest, RoutingPolicy, eligible, load,
 )
-from gateway.policies.least_outstanding import least_loaded
+from gateway.routing.policies.least_outstanding import least_loaded
 
 
 def ewma(previous: float | None, sample: float, alpha: float = 0.3) -> float:

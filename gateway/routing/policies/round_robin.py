@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from gateway.policies.base import Endpoint, PolicyName, RouteRequest, RoutingPolicy, eligible
+from gateway.routing.policies.base import Endpoint, PolicyName, RouteRequest, RoutingPolicy, eligible
 
 
 class RoundRobin(RoutingPolicy):

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.policies.base import (
+from gateway.routing.policies.base import (
     Endpoint, NoEligibleEndpoint, PolicyName, RouteRequest, RoutingPolicy,
 )
-from gateway.policies.keys import AFFINITY_HEADER, prefix_key
-from gateway.policies.latency_ewma import LatencyEwma
-from gateway.policies.least_outstanding import LeastOutstanding
-from gateway.policies.prefix_affinity import PrefixAffinity
-from gateway.policies.round_robin import RoundRobin
+from gateway.routing.policies.keys import AFFINITY_HEADER, prefix_key
+from gateway.routing.policies.latency_ewma import LatencyEwma
+from gateway.routing.policies.least_outstanding import LeastOutstanding
+from gateway.routing.policies.prefix_affinity import PrefixAffinity
+from gateway.routing.policies.round_robin import RoundRobin
 
 POLICIES: dict[PolicyName, type[RoutingPolicy]] = {
     PolicyName.ROUND_ROBIN: RoundRobin,

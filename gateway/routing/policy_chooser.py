@@ -1,9 +1,9 @@
-"""The seam between the gateway's live state and the pure routing policies in `gateway.policies`."""
+"""The seam between the gateway's live state and the pure routing policies in `gateway.routing.policies`."""
 from __future__ import annotations
 
 import logging
 
-from gateway.policies import Endpoint, NoEligibleEndpoint, PolicyName, RouteRequest, get_policy, prefix_key
+from gateway.routing.policies import Endpoint, NoEligibleEndpoint, PolicyName, RouteRequest, get_policy, prefix_key
 from gateway.config.snapshot import DEFAULT_POLICY, Pool, Upstream
 
 log = logging.getLogger("gateway.routing")

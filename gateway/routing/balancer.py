@@ -1,6 +1,6 @@
 """Which engine gets a request: routable candidates, the pool's policy, in-flight counts, ejection.
 
-The routing decision itself belongs to `gateway.policies` (pure functions of their inputs);
+The routing decision itself belongs to `gateway.routing.policies` (pure functions of their inputs);
 this module owns the gateway's live state around it: how many requests each engine has in
 flight, which engines failed too often in a row and are out of rotation until a probe of
 their /health succeeds again.
@@ -12,8 +12,8 @@ import functools
 import logging
 from dataclasses import dataclass
 
-from gateway.policies.latency_ewma import ewma
-from gateway.routing_adapter import PolicyChooser
+from gateway.routing.policies.latency_ewma import ewma
+from gateway.routing.policy_chooser import PolicyChooser
 from gateway.config.snapshot import Pool, Upstream
 
 log = logging.getLogger("gateway.balancer")
@@ -22,7 +22,7 @@ log = logging.getLogger("gateway.balancer")
 @dataclass(slots=True)
 class RouteHints:
     """What the policy may use besides the candidates: the body and the caller's hints (built per
-    request, so not frozen — see gateway.policies.base.Endpoint; treat it as read-only)."""
+    request, so not frozen — see gateway.routing.policies.base.Endpoint; treat it as read-only)."""
 
     body: dict
     kind: str  # "completions" or "chat"
