@@ -19,26 +19,26 @@ from typing import Awaitable, Callable
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway import errors
-from gateway.auth import authenticate, current_tenant
+from gateway.pipeline.auth import authenticate, current_tenant
 from gateway.routing.balancer import Balancer
 from gateway.config.settings import GatewayConfig
 from gateway.clients.database import DatabaseThreads, database_unavailable
-from gateway.dedup import DedupCache
-from gateway.feedback import handle_feedback
-from gateway.http import JSON_HEADERS, request_ids, send_error, send_plain_error, send_response
-from gateway.inference import InferenceHandler
+from gateway.pipeline.dedup import DedupCache
+from gateway.pipeline.feedback import handle_feedback
+from gateway.pipeline.asgi_io import JSON_HEADERS, request_ids, send_error, send_plain_error, send_response
+from gateway.pipeline.inference import InferenceHandler
 from gateway.config.key_cache import KeyCache
 from gateway.limits.limiter import Limiter
-from gateway.metering import UsageRecorder, write_batch
-from gateway.metrics import GatewayMetrics
+from gateway.metering.recorder import UsageRecorder, write_batch
+from gateway.metering.metrics import GatewayMetrics
 from gateway.routing.pool_queues import PoolQueues
-from gateway.proxy import Timeouts
-from gateway.redaction import redact_prefix
+from gateway.pipeline.proxy import Timeouts
+from gateway.pipeline.redaction import redact_prefix
 from gateway.clients.pipelined_redis import PipelinedRedis
 from gateway.config.refresher import SnapshotRefresher, load_current
 from gateway.config.snapshot import Snapshot
 from gateway.config.snapshot_loader import load_key
-from gateway.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
+from gateway.metering.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
 from gateway.clients.engine import UpstreamClient
 
 log = logging.getLogger("gateway")

@@ -1,6 +1,6 @@
 """The per-engine outstanding-requests gauge reads the balancer's counts when scraped."""
 from gateway.routing.balancer import Balancer
-from gateway.metrics import GatewayMetrics
+from gateway.metering.metrics import GatewayMetrics
 from gateway.config.snapshot import Upstream
 
 

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from gateway.limits.limiter import Limiter
-from gateway.metrics import GatewayMetrics
+from gateway.metering.metrics import GatewayMetrics
 from gateway.clients.pipelined_redis import PipelinedRedis
 from gateway.config.snapshot import KeyInfo, Limits, Snapshot
 from tests.gateway.ratelimit_helpers import redis_url

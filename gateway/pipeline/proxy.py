@@ -3,7 +3,7 @@
 Timeouts: connect (the session's), first byte (until the engine's response headers — for a
 non-streaming request that is the whole generation), idle (between body reads).
 The engine's errors never reach the client as they are: every non-2xx answer, and an error event
-that ends a stream, is re-shaped into OpenAI's error body (gateway/engine_errors.py).
+that ends a stream, is re-shaped into OpenAI's error body (gateway/pipeline/engine_errors.py).
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass
 
 from gateway import errors
-from gateway.engine_errors import MAX_ERROR_BODY, engine_error
-from gateway.http import JSON_HEADERS, SSE_HEADERS
+from gateway.pipeline.engine_errors import MAX_ERROR_BODY, engine_error
+from gateway.pipeline.asgi_io import JSON_HEADERS, SSE_HEADERS
 from gateway.config.snapshot import Upstream
-from gateway.sse import SseRelay
+from gateway.pipeline.sse import SseRelay
 from gateway.clients.engine import UpstreamClient, UpstreamError, UpstreamResponse
 
 log = logging.getLogger("gateway.proxy")
@@ -101,7 +101,7 @@ class ClientStream:
 
     def __init__(self, send, ids: list):
         self._send = send
-        self.ids = ids  # the request's id headers (`gateway.http.request_ids`)
+        self.ids = ids  # the request's id headers (`gateway.pipeline.asgi_io.request_ids`)
         self.status = 0
         self.complete = False
         self.extra_headers: list = []

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from gateway.metering import ROW_FIELDS
+from gateway.metering.recorder import ROW_FIELDS
 
 log = logging.getLogger("gateway.spool")
 SEGMENT_PREFIX, SEGMENT_SUFFIX = "segment-", ".jsonl"

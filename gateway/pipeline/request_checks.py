@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 
 from gateway import errors
-from gateway.redaction import (MIN_MEMBER_VALUE, MIN_SECRET_CHARS, PLAIN_KEYS, member_text, numbers_only,
-                               secret_named)
+from gateway.pipeline.redaction import (MIN_MEMBER_VALUE, MIN_SECRET_CHARS, PLAIN_KEYS, member_text, numbers_only,
+                                        secret_named)
 
 MAX_NESTING = 64  # objects and arrays within each other; JSON schemas in response_format stay far below
 # The roles of OpenAI's chat schema; vLLM would render any string as a role, so a secret too.
@@ -37,7 +37,7 @@ def check_values(value: dict | list, texts: list[str], depth: int = 1) -> None:
     """Every string (keys included) is text, and containers nest at most MAX_NESTING deep.
 
     Adds to `texts` every string long enough to hold a secret, and each secret-named member as an
-    assignment, for redaction to look at without walking the body again (gateway.redaction.redact_body).
+    assignment, for redaction to look at without walking the body again (gateway.pipeline.redaction.redact_body).
     """
     if depth > MAX_NESTING:
         raise too_deep()

@@ -9,7 +9,8 @@ import json
 from dataclasses import dataclass
 from json.encoder import c_make_encoder, encode_basestring
 
-from gateway import errors, request_checks
+from gateway import errors
+from gateway.pipeline import request_checks
 
 CHARS_PER_TOKEN = 4  # a likely prompt length (billed until the engine counts), never a bound
 DEFAULT_COMPLETION_RESERVE = 1024  # a chat choice's length without max_tokens (the cap under a token budget)
@@ -287,6 +288,6 @@ def _part_text(part) -> str:
     return text if isinstance(text, str) else ""
 
 
-# What vLLM reads as text from a content part, by type (gateway.request_checks.PART_SHAPES).
+# What vLLM reads as text from a content part, by type (gateway.pipeline.request_checks.PART_SHAPES).
 _TEXT_PART_KEYS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal",
                    "thinking": "thinking"}

@@ -6,7 +6,7 @@ import os
 import re
 
 from gateway.errors import GatewayError, body_too_large, error_body
-from gateway.redaction import holds_secret
+from gateway.pipeline.redaction import holds_secret
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 
-from gateway.engine_errors import engine_error_event
+from gateway.pipeline.engine_errors import engine_error_event
 
 SEPARATOR = b"\n\n"
 DONE = b"data: [DONE]"

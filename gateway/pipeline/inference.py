@@ -11,21 +11,21 @@ import time
 from dataclasses import dataclass
 
 from gateway import errors
-from gateway.auth import authenticate, current_tenant
+from gateway.pipeline.auth import authenticate, current_tenant
 from gateway.routing.balancer import RouteHints
-from gateway.dedup import OPT_OUT_HEADER, cache_key, cacheable
+from gateway.pipeline.dedup import OPT_OUT_HEADER, cache_key, cacheable
 from gateway.routing.fair_queue import QueueFull, QueueTimeout
-from gateway.http import ClientGone, JSON_HEADERS, header, read_body, request_ids
+from gateway.pipeline.asgi_io import ClientGone, JSON_HEADERS, header, read_body, request_ids
 from gateway.limits.limiter import budget_name, over_budget
-from gateway.metering import RequestRecord
-from gateway.payload import (BATCH_PRIORITY, Work, parse_payload, prompt_sample, request_work, upstream_body,
-                             wants_continuous_usage, wants_usage)
-from gateway.proxy import (FALLBACK_BUDGET, ClientStream, UpstreamFailure, first_chunk, open_upstream, relay_json,
-                           relay_stream, usage_of)
-from gateway.redaction import PREFIX_MARGIN, RedactionMode, redact_body, redact_prefix
+from gateway.metering.recorder import RequestRecord
+from gateway.pipeline.payload import (BATCH_PRIORITY, Work, parse_payload, prompt_sample, request_work, upstream_body,
+                                      wants_continuous_usage, wants_usage)
+from gateway.pipeline.proxy import (FALLBACK_BUDGET, ClientStream, UpstreamFailure, first_chunk, open_upstream,
+                                    relay_json, relay_stream, usage_of)
+from gateway.pipeline.redaction import PREFIX_MARGIN, RedactionMode, redact_body, redact_prefix
 from gateway.config.snapshot import KeyInfo, Pool, TenantInfo
 from gateway.server import DISCONNECT_EXTENSION
-from gateway.sse import SseRelay
+from gateway.pipeline.sse import SseRelay
 
 MODEL_NAME_CHARS = 200  # usage.UsageEvent.model_name's length
 CANCELLED_STATUS = 499  # what nginx logs for a client that went away; never sent
@@ -326,7 +326,7 @@ class InferenceHandler:
 def _capped(payload: dict, kind: str, work: Work) -> dict:
     """Only what was reserved may be spent: the engine is told each choice's length when the client
     did not name it (a request cannot be cut once answered whole), and a stream asks for usage on
-    every chunk, so that the relay counts what is generated exactly (gateway.sse)."""
+    every chunk, so that the relay counts what is generated exactly (gateway.pipeline.sse)."""
     capped = payload if work.asked else {**payload, "max_tokens": work.per_choice}
     if payload.get("stream"):
         options = payload.get("stream_options")
