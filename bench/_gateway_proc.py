@@ -3,8 +3,8 @@
     python -m bench._gateway_proc --port 8001 --policy round_robin
 
 Deployments have no routing-policy field yet: the snapshot loader falls back to
-`gateway.config.snapshot_loader.DEFAULT_POLICY` for every pool, so this launcher sets that name before the
-gateway starts. Everything else is the real gateway (auth, limits, redaction, metering, failover).
+`gateway.config.snapshot_loader.DEFAULT_POLICY` for every pool, so this launcher sets that name before
+the gateway starts. Everything else is the real gateway (auth, limits, redaction, metering, failover).
 """
 from __future__ import annotations
 

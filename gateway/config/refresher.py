@@ -1,7 +1,7 @@
 """Keeping the snapshot current: poll a cheap version marker, reload everything when it moves.
 
-The ORM runs in the gateway's database threads (`gateway.clients.database`), never on the event loop. If the
-database is unreachable the gateway keeps serving its last snapshot and keeps polling; one that
+The ORM runs in the gateway's database threads (`gateway.clients.database`), never on the event loop. If
+the database is unreachable the gateway keeps serving its last snapshot and keeps polling; one that
 starts while the database is away serves 503s (`service_unavailable`) until its first snapshot loads.
 """
 from __future__ import annotations

@@ -168,7 +168,8 @@ class RateLimiter:
         self._background: set[asyncio.Task] = set()  # settles in flight without a waiter
         self._plans: dict[tuple, Plan] = {}
         self._recent: dict[int, tuple] = {}  # id(subjects tuple) -> (it, tenant, plan): no hashing per request
-        # The pipelined client's calls (gateway.clients.pipelined_redis.PipelinedRedis); None on a redis-py client.
+        # The pipelined client's calls (gateway.clients.pipelined_redis.PipelinedRedis); None on a
+        # redis-py client.
         self._send_packed = getattr(client, "send_packed", None)
         self._send_quiet = getattr(client, "send_quiet", None)
         self._send_quiet_later = getattr(client, "send_quiet_later", None)
@@ -259,8 +260,8 @@ class RateLimiter:
     def settle_soon(self, reservation: Reservation, actual_tokens: int, actual_cost_micros: int = 0) -> None:
         """`settle` without waiting for Redis's answer (the gateway's request path).
 
-        On a pipelined client (`gateway.clients.pipelined_redis.PipelinedRedis`) the script is queued at once, so
-        Redis runs it before any admission this process sends later: a client that gets its
+        On a pipelined client (`gateway.clients.pipelined_redis.PipelinedRedis`) the script is queued at
+        once, so Redis runs it before any admission this process sends later: a client that gets its
         answer and sends again at once finds its concurrency slot free. Another gateway process
         may admit that next request in the moment before the queued settle is written (one
         event-loop iteration): then the old lease still counts there — the accepted race. A

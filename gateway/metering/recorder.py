@@ -135,8 +135,8 @@ class UsageRecorder:
       each half written again, down to single events: only an event refused on its own is set
       aside, in the dead letter, counted and logged with its request id. The rest is stored.
     - A batch that fails because the database is away (`gateway.clients.database.database_unavailable`)
-      goes to the spool (gateway/metering/spool.py) at once; spooled events are replayed when a write or a
-      probe succeeds again, by this process or any other of the install.
+      goes to the spool (gateway/metering/spool.py) at once; spooled events are replayed when a write or
+      a probe succeeds again, by this process or any other of the install.
     - Events that fit nowhere (the spool full or failing) are lost: counted and logged, never silently.
     """
 

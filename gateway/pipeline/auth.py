@@ -5,9 +5,9 @@ import time
 
 from apikeys.keyformat import hash_key, is_well_formed
 from gateway import errors
-from gateway.pipeline.asgi_io import header
 from gateway.config.key_cache import MISSING, KeyCache
 from gateway.config.snapshot import KeyInfo, Snapshot, TenantInfo
+from gateway.pipeline.asgi_io import header
 
 INFERENCE_SCOPE = "inference"
 

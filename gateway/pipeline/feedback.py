@@ -9,15 +9,15 @@ import json
 import re
 
 from gateway import errors
-from gateway.pipeline.auth import authenticate, current_tenant
 from gateway.pipeline.asgi_io import JSON_HEADERS, ClientGone, read_body, request_ids, send_error, send_response
+from gateway.pipeline.auth import authenticate, current_tenant
 from gateway.pipeline.payload import json_object
 
 MAX_FEEDBACK_BODY = 4096
 
 
-# What gateway.pipeline.asgi_io.mint_request_id gives every request (its x-request-id). Nothing else can name
-# one, so nothing else is stored: feedback may arrive before its usage row and is kept by id.
+# What gateway.pipeline.asgi_io.mint_request_id gives every request (its x-request-id). Nothing else can
+# name one, so nothing else is stored: feedback may arrive before its usage row and is kept by id.
 REQUEST_ID = re.compile(r"[0-9a-f]{32}")
 
 

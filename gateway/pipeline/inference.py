@@ -11,21 +11,21 @@ import time
 from dataclasses import dataclass
 
 from gateway import errors
-from gateway.pipeline.auth import authenticate, current_tenant
-from gateway.routing.balancer import RouteHints
-from gateway.pipeline.dedup import OPT_OUT_HEADER, cache_key, cacheable
-from gateway.routing.fair_queue import QueueFull, QueueTimeout
-from gateway.pipeline.asgi_io import ClientGone, JSON_HEADERS, header, read_body, request_ids
+from gateway.config.snapshot import KeyInfo, Pool, TenantInfo
 from gateway.limits.limiter import budget_name, over_budget
 from gateway.metering.recorder import RequestRecord
+from gateway.pipeline.asgi_io import ClientGone, JSON_HEADERS, header, read_body, request_ids
+from gateway.pipeline.auth import authenticate, current_tenant
+from gateway.pipeline.dedup import OPT_OUT_HEADER, cache_key, cacheable
 from gateway.pipeline.payload import (BATCH_PRIORITY, Work, parse_payload, prompt_sample, request_work, upstream_body,
                                       wants_continuous_usage, wants_usage)
 from gateway.pipeline.proxy import (FALLBACK_BUDGET, ClientStream, UpstreamFailure, first_chunk, open_upstream,
                                     relay_json, relay_stream, usage_of)
 from gateway.pipeline.redaction import PREFIX_MARGIN, RedactionMode, redact_body, redact_prefix
-from gateway.config.snapshot import KeyInfo, Pool, TenantInfo
-from gateway.server import DISCONNECT_EXTENSION
 from gateway.pipeline.sse import SseRelay
+from gateway.routing.balancer import RouteHints
+from gateway.routing.fair_queue import QueueFull, QueueTimeout
+from gateway.server import DISCONNECT_EXTENSION
 
 MODEL_NAME_CHARS = 200  # usage.UsageEvent.model_name's length
 CANCELLED_STATUS = 499  # what nginx logs for a client that went away; never sent

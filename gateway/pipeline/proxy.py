@@ -14,11 +14,11 @@ import re
 from dataclasses import dataclass
 
 from gateway import errors
-from gateway.pipeline.engine_errors import MAX_ERROR_BODY, engine_error
-from gateway.pipeline.asgi_io import JSON_HEADERS, SSE_HEADERS
-from gateway.config.snapshot import Upstream
-from gateway.pipeline.sse import SseRelay
 from gateway.clients.engine import UpstreamClient, UpstreamError, UpstreamResponse
+from gateway.config.snapshot import Upstream
+from gateway.pipeline.asgi_io import JSON_HEADERS, SSE_HEADERS
+from gateway.pipeline.engine_errors import MAX_ERROR_BODY, engine_error
+from gateway.pipeline.sse import SseRelay
 
 log = logging.getLogger("gateway.proxy")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}

@@ -452,7 +452,8 @@ def _member_value(key: str, value: str, counts: dict[str, int]) -> str:
     return value
 
 
-# The model name is looked up in the registry and never forwarded unknown (gateway/pipeline/inference.py).
+# The model name is looked up in the registry and never forwarded unknown
+# (gateway/pipeline/inference.py).
 _UNSCANNED = frozenset({"model"})
 _MODES = {mode.value: mode for mode in RedactionMode}  # a StrEnum member finds itself too
 
@@ -465,8 +466,8 @@ def redact_body(body: dict, mode: RedactionMode | str = RedactionMode.REDACT,
                 texts: list[str] | None = None) -> RedactionResult:
     """Scan a completions or chat request body (every field that reaches the engine) under the given mode.
 
-    `texts`: every string of the body long enough to hold a secret (what gateway.pipeline.payload.json_object
-    collected): when none does, the body is not walked at all.
+    `texts`: every string of the body long enough to hold a secret (what
+    gateway.pipeline.payload.json_object collected): when none does, the body is not walked at all.
     """
     checked = _MODES.get(mode)  # not RedactionMode(mode): the enum call costs a microsecond per request
     if checked is None:

@@ -37,7 +37,8 @@ def check_values(value: dict | list, texts: list[str], depth: int = 1) -> None:
     """Every string (keys included) is text, and containers nest at most MAX_NESTING deep.
 
     Adds to `texts` every string long enough to hold a secret, and each secret-named member as an
-    assignment, for redaction to look at without walking the body again (gateway.pipeline.redaction.redact_body).
+    assignment, for redaction to look at without walking the body again
+    (gateway.pipeline.redaction.redact_body).
     """
     if depth > MAX_NESTING:
         raise too_deep()

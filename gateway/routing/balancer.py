@@ -12,9 +12,9 @@ import functools
 import logging
 from dataclasses import dataclass
 
+from gateway.config.snapshot import Pool, Upstream
 from gateway.routing.policies.latency_ewma import ewma
 from gateway.routing.policy_chooser import PolicyChooser
-from gateway.config.snapshot import Pool, Upstream
 
 log = logging.getLogger("gateway.balancer")
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import logging
 
-from gateway.routing.policies import Endpoint, NoEligibleEndpoint, PolicyName, RouteRequest, get_policy, prefix_key
 from gateway.config.snapshot import DEFAULT_POLICY, Pool, Upstream
+from gateway.routing.policies import Endpoint, NoEligibleEndpoint, PolicyName, RouteRequest, get_policy, prefix_key
 
 log = logging.getLogger("gateway.routing")
 KINDS = {"chat": "chat", "completions": "completion"}

@@ -8,8 +8,8 @@ nothing in this gateway ever releases.)
 """
 from __future__ import annotations
 
-from gateway.routing.fair_queue import FairQueue, QueueLimits
 from gateway.config.snapshot import Pool
+from gateway.routing.fair_queue import FairQueue, QueueLimits
 
 MAX_IDLE_QUEUES = 64  # queues of pools that changed shape are dropped once idle
 MAX_CACHED_POOLS = 256

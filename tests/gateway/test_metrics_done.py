@@ -5,8 +5,8 @@ import itertools
 import pytest
 
 from gateway.metering import metrics as metrics_module
-from gateway.metering.recorder import RequestRecord
 from gateway.metering.metrics import LATENCY_BUCKETS, GatewayMetrics
+from gateway.metering.recorder import RequestRecord
 
 
 def _reference_observe_done(metrics: GatewayMetrics, record: RequestRecord) -> None:

@@ -1,5 +1,5 @@
-"""What admission reserves for a request (`gateway.pipeline.payload.request_work`): every field that multiplies
-work, and a prompt estimate that is an upper bound for the real tokenizers (the tiny model's
+"""What admission reserves for a request (`gateway.pipeline.payload.request_work`): every field that
+multiplies work, and a prompt estimate that is an upper bound for the real tokenizers (the tiny model's
 byte-level BPE, run in the engine venv, and the simulator's)."""
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
-from gateway.limits.admission import ADMIT, SETTLE, FailurePolicy, LimiterConfig, Outcome, RateLimiter
 from gateway.clients.pipelined_redis import PipelinedRedis, encode_command, parse_reply
+from gateway.limits.admission import ADMIT, SETTLE, FailurePolicy, LimiterConfig, Outcome, RateLimiter
 from tests.gateway.ratelimit_helpers import SLOW_WINDOW, admission, tenant, redis_url
 
 URL = redis_url()

@@ -7,10 +7,10 @@ from types import MappingProxyType
 import pytest
 import redis
 
-from gateway.limits.limiter import Limiter
-from gateway.metering.metrics import GatewayMetrics
 from gateway.clients.pipelined_redis import PipelinedRedis
 from gateway.config.snapshot import KeyInfo, Limits, Snapshot
+from gateway.limits.limiter import Limiter
+from gateway.metering.metrics import GatewayMetrics
 from tests.gateway.ratelimit_helpers import redis_url
 
 URL = redis_url()

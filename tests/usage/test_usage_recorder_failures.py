@@ -13,8 +13,8 @@ import pytest
 
 from bench._procs import free_port
 from gateway.clients.database import DatabaseThreads
-from gateway.metering.recorder import RequestRecord, UsageRecorder, probe_database, write_batch
 from gateway.metering.metrics import GatewayMetrics
+from gateway.metering.recorder import RequestRecord, UsageRecorder, probe_database, write_batch
 from gateway.metering.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool, encode_events
 from usage.models import UsageEvent
 
