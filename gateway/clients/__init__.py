@@ -1,1 +1,1 @@
-"""How the gateway talks to the world: the engines (HTTP/1.1), Redis (RESP) and the database (ORM threads)."""
+"""How the gateway talks to engines (HTTP/1.1), Redis (RESP) and its database (ORM threads)."""

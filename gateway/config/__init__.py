@@ -1,1 +1,1 @@
-"""What the gateway knows: its own settings and the control plane's configuration as an in-memory snapshot."""
+"""The gateway's own settings, and the control plane's configuration as an in-memory snapshot."""

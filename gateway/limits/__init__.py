@@ -1,1 +1,1 @@
-"""Rate limits, concurrency leases and monthly budgets, admitted and settled atomically in Redis (docs/limits.md)."""
+"""Rates, concurrency leases and monthly budgets, admitted and settled atomically in Redis."""

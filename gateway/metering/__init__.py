@@ -1,1 +1,1 @@
-"""What requests used: one usage event each (buffered, spooled while the database is away) and the Prometheus series."""
+"""What requests used: a usage event each (batched; spooled while the database is away), and metrics."""

@@ -1,1 +1,1 @@
-"""One request from its bytes to its answer: key, body checks, redaction, de-duplication, the engine call and relay."""
+"""One request from its bytes to its answer: key, body, redaction, de-duplication, engine call, relay."""

@@ -1,1 +1,1 @@
-"""Which engine gets a request: the routing policies, the live per-engine state, and the fair queues of saturated pools."""
+"""Which engine gets a request: the routing policies, live per-engine state, fair queues of busy pools."""
