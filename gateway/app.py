@@ -179,7 +179,7 @@ class GatewayApp:
         # cyclic collector need not walk it again on every full collection while requests run.
         # And it runs when 20,000 more objects live than before (not 700): requests free what they
         # allocate by reference counting, so at the default the collector ran every few hundred
-        # requests for ~10 us per request of scanning in-flight state (measured in-process).
+        # requests only to scan in-flight state.
         gc.freeze()
         gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 

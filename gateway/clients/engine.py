@@ -13,8 +13,8 @@ CPU per call on this project's 2-core machines, the single largest item in the g
 - `close()` before the response is complete closes the connection, which is how vLLM learns to
   abort a generation; after a complete response it returns the connection to the pool.
 Timeouts: connecting has its own (`ConnectTimeout`); `request`/`post` take an optional deadline
-for the response headers (a timer on the waiting future: cheaper than `asyncio.timeout` on every
-request, and on expiry the connection is closed, which aborts the engine's work); body reads are
+for the response headers (a timer on the waiting future; on expiry the connection is closed, which
+aborts the engine's work); body reads are
 bounded by the caller. Every failure to talk to the engine is an `UpstreamError`.
 """
 from __future__ import annotations
@@ -321,8 +321,7 @@ class UpstreamClient:
         for attempt in (1, 2):
             conn = pool.take_idle()
             reused = conn is not None
-            # An idle connection knows its loop: asyncio.get_running_loop() checks os.getpid(), a
-            # system call, on every request.
+            # An idle connection knows its loop.
             loop = conn.loop if reused else asyncio.get_running_loop()
             if timeout is not None and deadline is None:
                 deadline = loop.time() + timeout

@@ -18,8 +18,7 @@ Failure behaviour matches `gateway.limits.admission.make_client`: no retries, a 
 errors raised as redis-py's exception classes (callers already handle `RedisError`). Callers bound
 their own waits, with `asyncio.timeout` or, cheaper, a deadline passed to `send_packed` (one timer
 per client, not one per command); a connection that has not answered for `stale_after` seconds
-is dropped and every command on it fails, so a hung Redis cannot pile up waiters. Integer arrays
-(the limiter's answers) are parsed by one regular-expression match and a split, not item by item.
+is dropped and every command on it fails, so a hung Redis cannot pile up waiters.
 """
 from __future__ import annotations
 
@@ -87,7 +86,7 @@ def parse_reply(buf: bytearray, pos: int):
         if size < 0:
             return None, pos
         whole = _integers(size).match(buf, pos) if size else None
-        if whole is not None:  # integers only (the limiter's answers): matched, split and converted in C
+        if whole is not None:  # integers only (the limiter's answers): one match and a split
             end = whole.end()
             return list(map(int, buf[pos + 1:end - 2].split(b"\r\n:"))), end
         items = []

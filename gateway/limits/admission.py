@@ -61,8 +61,8 @@ class Subject:
     limits: Limits
 
 
-# Admission, Reservation and Decision are made per request, so not frozen: a frozen dataclass sets
-# each field through object.__setattr__ (several µs a request here). Treat them as read-only all the same.
+# Admission, Reservation and Decision are made per request, so not frozen (a frozen dataclass sets
+# each field through object.__setattr__). Treat them as read-only all the same.
 @dataclass(slots=True)
 class Admission:
     """One request asking to be let in, with its worst case."""

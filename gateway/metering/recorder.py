@@ -106,7 +106,7 @@ def _count(value) -> int:
 def write_batch(events: list[dict | list]) -> int:
     """The default writer: the usage service, with a fresh connection check (runs in a thread).
 
-    Events are `as_event` dicts or `as_row` rows (the cheaper: no dict, no per-field lookups)."""
+    Events are `as_event` dicts or `as_row` rows (no dict to build)."""
     from django.db import close_old_connections
 
     from usage.services import record_usage_batch

@@ -42,7 +42,7 @@ def request_ids(scope: dict) -> tuple[str, list]:
 
 
 def mint_request_id() -> str:
-    """32 hex digits: 80 random bits drawn once per process, then a counter (no syscall per id)."""
+    """32 hex digits: 80 random bits drawn once per process, then a counter."""
     return f"{_id_prefix}{next(_id_counter):012x}"
 
 

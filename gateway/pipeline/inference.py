@@ -56,8 +56,7 @@ class InferenceHandler:
 
     def __init__(self, state):
         self.state = state
-        # The loop this handler serves on (built at start-up, inside it): asyncio.current_task()
-        # without it looks the running loop up, and that checks os.getpid() — a system call.
+        # The loop this handler serves on (built at start-up, inside it), for asyncio.current_task().
         self._loop = asyncio.get_running_loop()
 
     async def handle(self, scope: dict, receive, send, kind: str) -> None:

@@ -16,8 +16,8 @@ CHARS_PER_TOKEN = 4  # a likely prompt length (billed until the engine counts), 
 DEFAULT_COMPLETION_RESERVE = 1024  # a chat choice's length without max_tokens (the cap under a token budget)
 BATCH_PRIORITY = 10  # vLLM runs lower numbers first; interactive requests keep the default 0
 _json_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-# One C encoder for every request (JSONEncoder.encode builds a new one per call), without the
-# circular-reference check: bodies come from json.loads plus a few plain fields, never cycles.
+# One C encoder for every request, without the circular-reference check: bodies come from
+# json.loads plus a few plain fields, never cycles.
 _c_encode = c_make_encoder and c_make_encoder(None, _json_encoder.default, encode_basestring, None,
                                               ":", ",", False, False, True)
 _scan_json = json.JSONDecoder().scan_once  # what json.loads runs, without its per-call Python steps

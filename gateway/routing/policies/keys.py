@@ -11,7 +11,7 @@ DEFAULT_MAX_BLOCKS = 4
 LEADING_ROLES = ("system", "developer")
 
 
-_EMPTY_HASH = hashlib.blake2b(digest_size=12)  # copied per key: cheaper than the constructor's keywords
+_EMPTY_HASH = hashlib.blake2b(digest_size=12)  # copied for each key
 
 
 def _digest(text: str) -> str:
