@@ -22,8 +22,7 @@ for i = 1, n do
     call('PEXPIRE', keys[ok], ms(param))
     ai = ai + 3
   else
-    reserve_budget(sums, keys[ok + 1], keys[ok + 2], rid, code == 'Bc' and cost or tokens, reserved[i], fresh[i],
-                   argv[ai + 3], argv[ai + 2], now, argv[ai + 4] + 0)
+    reserve_budget(sums, code, ai, ok, rid, tokens, cost, reserved[i], fresh[i], now)
     ok = ok + 2
     ai = ai + 5
   end

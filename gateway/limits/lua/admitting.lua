@@ -86,12 +86,15 @@ end
 local function take_lease(key, rid, param, now)
   return call('ZADD', key, int(now + param), rid)
 end
--- A passed budget check's reservation: `amount` for this request on top of `reserved` (what the
--- hash held; `sums` has the running total of a key listed twice, charged twice like HINCRBY would).
--- A budget key lives a week past its month (`key_ttl`): its TTL is set once, when it is created
--- (`fresh`), and its spend starts from the floor then; so is its reservations' zset's TTL (an
--- empty zset is gone, and its TTL with it).
-local function reserve_budget(sums, key, rkey, rid, amount, reserved, fresh, key_ttl, reservation_us, now, floor)
+-- The reservation of a passed budget check (its values in ARGV from `ai`, its keys after KEYS `ok`):
+-- the request's tokens or cost on top of `reserved` (what the hash held; `sums` has the running
+-- total of a key listed twice, charged twice like HINCRBY would). A budget key lives a week past
+-- its month (`key_ttl`): its TTL is set once, when it is created (`fresh`), and its spend starts
+-- from the floor then; so is its reservations' zset's TTL (an empty zset is gone, and its TTL
+-- with it).
+local function reserve_budget(sums, code, ai, ok, rid, tokens, cost, reserved, fresh, now)
+  local key, rkey, amount = keys[ok + 1], keys[ok + 2], code == 'Bc' and cost or tokens
+  local reservation_us, key_ttl, floor = argv[ai + 2], argv[ai + 3], argv[ai + 4] + 0
   local total = (sums[key] or reserved) + amount
   sums[key] = total
   if fresh and floor > 0 then

@@ -26,8 +26,7 @@ for i = 1, n do
     end
     ai = ai + 3
   else
-    settle_budget(code, keys[ok + 1], keys[ok + 2], rid, code == 'Bc' and actual_cost or actual_tokens,
-                  argv[ai + 3], argv[ai + 2], argv[ai + 4] + 0)
+    settle_budget(code, ai, ok, rid, actual_tokens, actual_cost)
     ok = ok + 2
     ai = ai + 5
   end

@@ -32,11 +32,14 @@ local function renew_lease(key, param, rid)
   call('ZADD', key, 'XX', int(clock() + param), rid)
   call('PEXPIRE', key, ms(param))
 end
--- A budget check: Bt / Bc record the spend and give the reservation back (only the spend when the
--- reservation lapsed: it was given back already; on top of the floor when the hash itself is gone,
--- lost with Redis); bt / bc renew the reservation (long streams).
-local function settle_budget(code, key, rkey, rid, spent, key_ttl, reservation_us, floor)
+-- A budget check (its values in ARGV from `ai`, its keys after KEYS `ok`): Bt / Bc record the
+-- spend and give the reservation back (only the spend when the reservation lapsed: it was given
+-- back already; on top of the floor when the hash itself is gone, lost with Redis); bt / bc renew
+-- the reservation (long streams).
+local function settle_budget(code, ai, ok, rid, actual_tokens, actual_cost)
+  local key, rkey = keys[ok + 1], keys[ok + 2]
   if code == 'Bt' or code == 'Bc' then
+    local spent = code == 'Bc' and actual_cost or actual_tokens
     local field = 'r:' .. rid
     local h = call('HMGET', key, field, 'reserved', 'used')
     if h[1] then
@@ -47,10 +50,12 @@ local function settle_budget(code, key, rkey, rid, spent, key_ttl, reservation_u
     elseif h[2] or h[3] then
       call('HINCRBY', key, 'used', spent)
     else
+      local floor, key_ttl = argv[ai + 4] + 0, argv[ai + 3]
       call('HSET', key, 'used', int(floor + spent))
       call('EXPIRE', key, key_ttl)
     end
   else
+    local reservation_us = argv[ai + 2]
     call('ZADD', rkey, 'XX', int(clock() + tonumber(reservation_us)), rid)
   end
 end
