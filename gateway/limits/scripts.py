@@ -9,9 +9,10 @@ then `admitting.lua` (each kind's admission check, the first phase, reservations
   SETTLE           prelude + settling + settle.lua
   SETTLE_TOGETHER  prelude + settling + settle_together.lua
 
-A new limit kind that is a rate, a lease or a budget only needs Python (`plan.LimitKind` and
-`admission.RateLimiter._checks`). A new kind of check adds its functions to the two shared files
-and a branch to each script's walk.
+A new limit kind that is a rate, a lease or a budget needs no Lua: only Python (the kind in
+`plan.py`, its field in `admission.Limits`, its check in `admission.RateLimiter._checks`). A new
+kind of check adds its functions to `admitting.lua` and `settling.lua` and a branch to each
+script's walk.
 
 ARGV: request id, the request's worst-case tokens and cost (what admission reserves), its actual
 tokens and cost (settle only; 0 otherwise), the number of checks, the number of rate checks, then
