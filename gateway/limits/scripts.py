@@ -1,8 +1,9 @@
 """The Lua scripts behind `gateway.limits.admission`: each admission and settlement is one EVALSHA.
 
 Each script is put together at import from the files in `lua/`: `prelude.lua` (shared by all),
-then `admitting.lua` (each kind's admission check, the first phase, reservations, the answer) or
-`settling.lua` (each kind's settlement), then the script's own walk over its checks:
+then `admitting.lua` (an admission's first phase: every check decided, nothing counted; a budget's
+reservation; the answer) or `settling.lua` (the clock, a budget's settlement), then the script's
+own walk over its checks:
 
   ADMIT            prelude + admitting + admit.lua
   ADMIT_TOGETHER   prelude + admitting + admit_together.lua
@@ -11,8 +12,9 @@ then `admitting.lua` (each kind's admission check, the first phase, reservations
 
 A new limit kind that is a rate, a lease or a budget needs no Lua: only Python (the kind in
 `plan.py`, its field in `admission.Limits`, its check in `admission.RateLimiter._checks`). A new
-kind of check adds its functions to `admitting.lua` and `settling.lua` and a branch to each
-script's walk.
+kind of check adds a branch to `decide` (admitting.lua) and to each script's walk. (Every local
+function of a script is made anew on every call, which costs Redis about as much as a small
+command: hence a few shared functions of some size rather than one per kind and phase.)
 
 ARGV: request id, the request's worst-case tokens and cost (what admission reserves), its actual
 tokens and cost (settle only; 0 otherwise), the number of checks, the number of rate checks, then

@@ -10,7 +10,8 @@ local held, leased, lease_ms = {}, {}, {}  -- lease sets: members now, sets to e
 local answer = {}
 local ai, ko = 1, 0
 while argv[ai] do
-  local rid, tokens, cost, _, _, n, nr = request_at(ai)
+  local rid, tokens, cost = argv[ai], argv[ai + 1] + 0, argv[ai + 2] + 0
+  local n, nr = argv[ai + 5] + 0, argv[ai + 6] + 0
   local first = ai + HEAD
   local missing = nil  -- this admission's rate keys not read yet: one MGET
   for j = ko + 1, ko + nr do
@@ -23,10 +24,8 @@ while argv[ai] do
       if stored[key] == nil then stored[key] = got[j] and got[j] + 0 or false; tats[key] = stored[key] end
     end
   end
-  local raws = {}
-  for j = 1, nr do raws[j] = tats[keys[ko + j]] end
   local rate, reserved, fresh, refused, retry, next_ai, next_ko =
-    decide(first, n, ko, nr, tokens, cost, now, raws, held)
+    decide(first, n, ko, nr, tokens, cost, now, nil, tats, held)
   local base = #answer
   local out = answer_of(rate, nr, refused, retry, now)
   for j = 1, 9 do answer[base + j] = out[j] end
@@ -45,7 +44,7 @@ while argv[ai] do
       elseif code == 'C1' then
         ok = ok + 1
         local key, param = keys[ok], argv[ai + 2] + 0
-        held[key] = held[key] + take_lease(key, rid, param, now)
+        held[key] = held[key] + call('ZADD', key, int(now + param), rid)
         if not lease_ms[key] then leased[#leased + 1] = key end
         lease_ms[key] = ms(param)
         ai = ai + 3

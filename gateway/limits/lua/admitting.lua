@@ -1,34 +1,6 @@
--- Shared by ADMIT and ADMIT_TOGETHER: each kind's check, an admission's first phase (every check
+-- Shared by ADMIT and ADMIT_TOGETHER: a budget's check, an admission's first phase (every check
 -- decided, nothing counted), a budget's reservation, and the answer's nine integers.
 
--- A rate check (GCRA; `raw`: the key's stored time, false if none): its six values go to `rate`
--- in slot `rk` (one table, not six: fewer allocations): the stored time, the new time, the check's
--- number, limit, µs per unit, and its kind's answer slot (see answer_of). Returns its wait in µs,
--- or nil when it passes.
-local function rate_check(rate, rk, i, code, limit, param, raw, tokens, now)
-  raw = raw and raw + 0
-  local tat = raw or now
-  if tat < now then tat = now end
-  local units = code == 'Rt' and tokens or 1
-  if units > limit then units = limit end  -- more than a window's worth passes when it is empty
-  local tat_new = tat + units * param
-  local b = 6 * rk - 6
-  rate[b + 1], rate[b + 2], rate[b + 3], rate[b + 4], rate[b + 5], rate[b + 6] =
-    raw or false, tat_new, i, limit, param, code == 'R1' and 4 or 7
-  local over = tat_new - now - param * limit  -- burst: a full window's worth at once
-  if over > 0 then return over end
-end
--- A concurrency check: 1 s of wait when the lease set is full. Leases of crashed gateways lapse;
--- they only matter when the count is at the limit, so only then are they dropped (the set stays
--- bounded: nothing is added while it is full). `held` keeps the counts of sets seen before in
--- this call (nil: every check counts its set).
-local function lease_check(key, limit, held, now)
-  local count = held and held[key]
-  if not count then count = call('ZCARD', key) end
-  if count >= limit then count = count - call('ZREMRANGEBYSCORE', key, '-inf', now) end
-  if held then held[key] = count end
-  if count >= limit then return 1000000 end
-end
 -- A budget check (key: the month's hash, rkey: its reservations by expiry): gives lapsed
 -- reservations back (a lost settle; rare, so one call per id is fine), then whether `amount`
 -- fits. What was used counts at least `floor` (the usage records' month so far: it survives a
@@ -49,24 +21,45 @@ local function budget_check(key, rkey, limit, amount, now, floor)
   return not h[1] and not h[2], reserved, amount > limit - used - reserved and -1 or nil
 end
 -- Phase 1 of one admission, its checks' values in ARGV from `at` and its keys in KEYS after `ko`
--- (the rate checks' first): every check decided, nothing counted. `raws[rk]`: the stored time of
--- rate check rk (false: none). Returns the rate checks' values (see rate_check), the budgets'
--- reserved totals and freshness by check number, the refusing check's number (0: none) with its
--- wait (µs, -1: a budget), and where the next admission's values and keys start.
-local function decide(at, n, ko, nr, tokens, cost, now, raws, held)
+-- (the rate checks' first): every check decided, nothing counted. `times`: the rate keys' stored
+-- times (false: none), by key; without it `raws[rk]` is rate check rk's. `held`: the lease sets'
+-- counts seen before in this call (nil: each check counts its set). Returns the rate checks' values, six per check in a row (one table, not
+-- six: fewer allocations): the stored time, the new time, the check's number, limit, µs per unit
+-- and its kind's answer slot (see answer_of); the budgets' reserved totals and freshness by check
+-- number; the refusing check's number (0: none) with its wait (µs, -1: a budget); and where the
+-- next admission's values and keys start.
+local function decide(at, n, ko, nr, tokens, cost, now, raws, times, held)
   local rate, reserved, fresh = {}, {}, {}
   local refused, retry = 0, 0
   local rk, ok, ai = 0, ko + nr, at
   for i = 1, n do
     local code, limit, param = argv[ai], argv[ai + 1] + 0, argv[ai + 2] + 0
     local wait = nil
-    if code == 'R1' or code == 'Rt' then
+    if code == 'R1' or code == 'Rt' then  -- GCRA
       rk = rk + 1
-      wait = rate_check(rate, rk, i, code, limit, param, raws[rk], tokens, now)
+      local raw
+      if times then raw = times[keys[ko + rk]] else raw = raws[rk] and raws[rk] + 0 end
+      local tat = raw or now
+      if tat < now then tat = now end
+      local units = code == 'Rt' and tokens or 1
+      if units > limit then units = limit end  -- more than a window's worth passes when it is empty
+      local tat_new = tat + units * param
+      local b = 6 * rk - 6
+      rate[b + 1], rate[b + 2], rate[b + 3], rate[b + 4], rate[b + 5], rate[b + 6] =
+        raw or false, tat_new, i, limit, param, code == 'R1' and 4 or 7
+      local over = tat_new - now - param * limit  -- burst: a full window's worth at once
+      if over > 0 then wait = over end
       ai = ai + 3
     elseif code == 'C1' then
       ok = ok + 1
-      wait = lease_check(keys[ok], limit, held, now)
+      local key = keys[ok]
+      local count = held and held[key]
+      if not count then count = call('ZCARD', key) end
+      -- Leases of crashed gateways lapse; they only matter when the count is at the limit, so
+      -- only then are they dropped (the set stays bounded: nothing is added while it is full).
+      if count >= limit then count = count - call('ZREMRANGEBYSCORE', key, '-inf', now) end
+      if held then held[key] = count end
+      if count >= limit then wait = 1000000 end
       ai = ai + 3
     else
       fresh[i], reserved[i], wait = budget_check(keys[ok + 1], keys[ok + 2], limit,
@@ -80,11 +73,6 @@ local function decide(at, n, ko, nr, tokens, cost, now, raws, held)
     end
   end
   return rate, reserved, fresh, refused, retry, ai, ok
-end
--- A lease for the request until `now + param`; returns 1 (a new member). The set's expiry is the
--- caller's to set.
-local function take_lease(key, rid, param, now)
-  return call('ZADD', key, int(now + param), rid)
 end
 -- The reservation of a passed budget check (its values in ARGV from `ai`, its keys after KEYS `ok`):
 -- the request's tokens or cost on top of `reserved` (what the hash held; `sums` has the running

@@ -3,8 +3,9 @@
 -- per key where one will do (MGET, HMGET, HSET of several fields), expiries set only when a key is
 -- created (budgets) or when a rate key's time moves into a later second (`set_tat`), lapsed leases
 -- dropped only from a full concurrency set, numbers read with `x + 0` (tonumber converts twice),
--- few tables, and globals read into locals. Times come from Redis TIME, so gateways with skewed
--- clocks share one timeline.
+-- few tables, and globals read into locals. Every local function is a new closure on every call,
+-- so the shared parts are a few functions of some size, not many small ones. Times come from
+-- Redis TIME, so gateways with skewed clocks share one timeline.
 local call, tonumber, argv, keys, floor = redis.call, tonumber, ARGV, KEYS, math.floor
 local function int(x) return string.format('%d', x) end
 local function ms(us) return math.ceil(us / 1000) + 1000 end  -- a key's TTL: a second past its last use
@@ -20,10 +21,7 @@ local function set_tat(key, tat, before, now)
     call('SET', key, int(tat), 'PX', ms((second + 1) * 1000000 - now))
   end
 end
--- A request's values in ARGV from `at`: its id, the tokens and cost admission reserves, the actual
--- tokens and cost (settles), the number of its checks and of its rate checks; its checks follow.
+-- A request's values in ARGV, from its first: its id, the tokens and cost admission reserves, the
+-- actual tokens and cost (settles), the number of its checks and of its rate checks (+5, +6); its
+-- checks' values follow.
 local HEAD = 7
-local function request_at(at)
-  return argv[at], argv[at + 1] + 0, argv[at + 2] + 0, argv[at + 3] + 0, argv[at + 4] + 0, argv[at + 5] + 0,
-    argv[at + 6] + 0
-end

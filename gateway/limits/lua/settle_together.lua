@@ -6,14 +6,17 @@
 local stored, tats, written, released, freed = {}, {}, {}, {}, {}
 local ai, ko = 1, 0
 while argv[ai] do
-  local rid, tokens, _, actual_tokens, actual_cost, n, nr = request_at(ai)
+  local rid, tokens = argv[ai], argv[ai + 1] + 0
+  local actual_tokens, actual_cost = argv[ai + 3] + 0, argv[ai + 4] + 0
+  local n, nr = argv[ai + 5] + 0, argv[ai + 6] + 0
   local rk, ok = ko, ko + nr
   ai = ai + HEAD
   for i = 1, n do
     local code = argv[ai]
     if code == 'R1' or code == 'Rt' then
       rk = rk + 1
-      local credit = rate_credit(code, argv[ai + 1] + 0, tokens, actual_tokens)
+      local limit, param = argv[ai + 1] + 0, argv[ai + 2] + 0
+      local credit = code == 'Rt' and actual_tokens - math.min(tokens, limit) or 0
       if credit ~= 0 then
         local key = keys[rk]
         if stored[key] == nil then  -- this settlement's rate keys not read yet: one MGET
@@ -24,8 +27,10 @@ while argv[ai] do
         end
         local tat = tats[key]  -- a key settled before in this call sees that settle's time
         if tat == nil then tat = stored[key] end
+        clock()
+        if not tat or tat < now then tat = now end
         if tats[key] == nil then written[#written + 1] = key end
-        tats[key] = credited(tat, credit, argv[ai + 2] + 0)
+        tats[key] = tat + credit * param
       end
       ai = ai + 3
     elseif code == 'C1' or code == 'c1' then
@@ -36,7 +41,9 @@ while argv[ai] do
         if not rids then rids = {}; released[key] = rids; freed[#freed + 1] = key end
         rids[#rids + 1] = rid
       else
-        renew_lease(key, tonumber(argv[ai + 2]), rid)
+        local param = tonumber(argv[ai + 2])
+        call('ZADD', key, 'XX', int(clock() + param), rid)
+        call('PEXPIRE', key, ms(param))
       end
       ai = ai + 3
     else
@@ -47,7 +54,13 @@ while argv[ai] do
   end
   ko = ok
 end
--- A rate key's TTL is still the one of its stored time: that is the time set_tat compares with.
-for _, key in ipairs(written) do write_tat(key, tats[key], stored[key]) end
+for _, key in ipairs(written) do
+  local tat = tats[key]
+  if tat > now then
+    set_tat(key, tat, stored[key], now)  -- the key's TTL is still the one of its stored time
+  else
+    call('DEL', key)  -- fully replenished
+  end
+end
 for _, key in ipairs(freed) do call('ZREM', key, unpack(released[key])) end
 return 1

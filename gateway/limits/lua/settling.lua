@@ -1,4 +1,4 @@
--- Shared by SETTLE and SETTLE_TOGETHER: the clock, and each kind's settlement. Tokens per minute
+-- Shared by SETTLE and SETTLE_TOGETHER: the clock, and a budget's settlement. Tokens per minute
 -- are charged the difference between the actual and the admitted tokens (credited back when
 -- negative); budgets record the actual spend; leases are released. Codes in lower case renew a
 -- lease / reservation instead (long streams).
@@ -6,31 +6,6 @@ local now
 local function clock()  -- TIME only when a check needs it
   if not now then local t = call('TIME'); now = t[1] * 1000000 + t[2] end
   return now
-end
--- A tokens-per-minute check's credit in tokens (negative: a charge): admission counted at most
--- `limit` of the reserved tokens. Requests per minute were counted for good.
-local function rate_credit(code, limit, tokens, actual_tokens)
-  return code == 'Rt' and actual_tokens - math.min(tokens, limit) or 0
-end
--- A rate key's time after a credit of `credit` units of `param` µs, from its time `tat` (nil or
--- false: none; a time past counts from now).
-local function credited(tat, credit, param)
-  clock()
-  if not tat or tat < now then tat = now end
-  return tat + credit * param
-end
--- Writes a rate key's settled time (`before`: the time it holds); a time not after now means
--- fully replenished: the key goes.
-local function write_tat(key, tat, before)
-  if tat > now then
-    set_tat(key, tat, before, now)
-  else
-    call('DEL', key)
-  end
-end
-local function renew_lease(key, param, rid)
-  call('ZADD', key, 'XX', int(clock() + param), rid)
-  call('PEXPIRE', key, ms(param))
 end
 -- A budget check (its values in ARGV from `ai`, its keys after KEYS `ok`): Bt / Bc record the
 -- spend and give the reservation back (only the spend when the reservation lapsed: it was given
