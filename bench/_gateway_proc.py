@@ -3,8 +3,8 @@
     python -m bench._gateway_proc --port 8001 --policy round_robin
 
 Deployments have no routing-policy field yet: the snapshot loader falls back to
-`gateway.snapshot_loader.DEFAULT_POLICY` for every pool, so this launcher sets that name before the
-gateway starts. Everything else is the real gateway (auth, limits, redaction, metering, failover).
+`gateway.config.snapshot_loader.DEFAULT_POLICY` for every pool, so this launcher sets that name before
+the gateway starts. Everything else is the real gateway (auth, limits, redaction, metering, failover).
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ def main(argv=None) -> None:
     import django
 
     django.setup()
-    import gateway.snapshot_loader as loader
+    import gateway.config.snapshot_loader as loader
     from gateway import __main__ as gateway_cli
-    from gateway.policies import get_policy
+    from gateway.routing.policies import get_policy
 
     get_policy(args.policy)  # an unknown name fails here, not as a warning in the gateway
     loader.DEFAULT_POLICY = args.policy

@@ -1,6 +1,6 @@
 """A minimal forwarding proxy whose only variable is the upstream HTTP client.
 
-Clients: `aiohttp`, `httpx`, or `lean` (the gateway's own, gateway/upstream.py).
+Clients: `aiohttp`, `httpx`, or `lean` (the gateway's own, gateway/clients/engine.py).
 
     python -m bench._mini_proxy --port 9000 --upstream http://127.0.0.1:8001 --client httpx
 
@@ -54,7 +54,7 @@ async def _lifespan(receive, send, state: dict, client_name: str) -> None:
 
 def _client(name: str):
     if name == "lean":
-        from gateway.upstream import UpstreamClient
+        from gateway.clients.engine import UpstreamClient
 
         lean = UpstreamClient(connect_timeout=5)
 

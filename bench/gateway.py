@@ -10,7 +10,7 @@ Non-streaming `/v1/completions`, a small prompt, max_tokens 16, at concurrency 1
 cells in BENCH_ROUNDS interleaved rounds (default 3), each row reporting its best (see ROUNDS).
 
 BENCH_CLIENTS=0 skips the extra rows that compare the upstream HTTP client (the gateway's lean
-client, gateway/upstream.py, vs aiohttp vs httpx)
+client, gateway/clients/engine.py, vs aiohttp vs httpx)
 in a minimal proxy. At c=32 each row's CPU per request is read from /proc for every process
 (`bench/_cpu.py`), with the req/s those costs allow on this machine's cores. Everything started
 is stopped on exit, also on Ctrl-C or failure.

@@ -10,7 +10,7 @@ from contextvars import ContextVar
 
 from django.conf import settings
 
-from gateway.redaction import holds_secret
+from gateway.pipeline.redaction import holds_secret
 
 request_id_var: ContextVar[str] = ContextVar("request_id", default="")
 source_ip_var: ContextVar[str | None] = ContextVar("source_ip", default=None)

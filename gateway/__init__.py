@@ -1,5 +1,6 @@
-"""The gateway's pure building blocks: redaction, routing policies, atomic limits.
+"""Switchyard's OpenAI-compatible `/v1` gateway: a lean ASGI application with its own HTTP server.
 
-Nothing here imports Django: the hot path is a lean ASGI application (see
-`/work/shared/notes/gateway-hot-path.md`) that only loads its snapshot through Django.
+One sub-package per concern; docs/architecture.md says what every module holds. Requests never go
+through Django (see `/work/shared/notes/gateway-hot-path.md`): the snapshot, keys and usage events
+reach the database through the ORM in the gateway's database threads, off the request path.
 """

@@ -48,7 +48,7 @@ def serve(args) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     django.setup()
     from gateway.app import build_app
-    from gateway.balance import ConnectionShare
+    from gateway.server.connection_share import ConnectionShare
     from gateway.server import HttpServer
 
     logging.getLogger("gateway.server").setLevel(args.log_level.upper())
@@ -87,7 +87,7 @@ def supervise(args) -> int:
     Every worker is a whole gateway (snapshot, key cache, engine connections, usage writer);
     limits and budgets stay exact across them because they are counted in Redis.
     """
-    from gateway.balance import ENV, create_table
+    from gateway.server.connection_share import ENV, create_table
 
     argv = [sys.executable, "-m", "gateway", "--host", args.host, "--port", str(args.port), "--workers", "1",
             "--log-level", args.log_level, "--reuse-port"]

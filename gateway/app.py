@@ -1,7 +1,7 @@
 """The gateway: a plain ASGI callable (no Django request handling) with its own lifespan.
 
-Start-up opens one shared upstream client to the engines (gateway.upstream), one Redis client, loads the first
-snapshot and starts three background tasks: the snapshot refresher, the usage writer and
+Start-up opens one shared upstream client to the engines (gateway.clients.engine), one Redis client,
+loads the first snapshot and starts three background tasks: the snapshot refresher, the usage writer and
 (inside the refresher) the probe that readmits ejected engines.
 """
 from __future__ import annotations
@@ -19,27 +19,27 @@ from typing import Awaitable, Callable
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway import errors
-from gateway.auth import authenticate, current_tenant
-from gateway.balancer import Balancer
-from gateway.config import GatewayConfig
-from gateway.dbthreads import DatabaseThreads, database_unavailable
-from gateway.dedup import DedupCache
-from gateway.feedback import handle_feedback
-from gateway.http import JSON_HEADERS, request_ids, send_error, send_plain_error, send_response
-from gateway.inference import InferenceHandler
-from gateway.keycache import KeyCache
-from gateway.limits import Limiter
-from gateway.metering import UsageRecorder, write_batch
-from gateway.metrics import GatewayMetrics
-from gateway.pool_queues import PoolQueues
-from gateway.proxy import Timeouts
-from gateway.redaction import redact_prefix
-from gateway.resp import PipelinedRedis
-from gateway.refresher import SnapshotRefresher, load_current
-from gateway.snapshot import Snapshot
-from gateway.snapshot_loader import load_key
-from gateway.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
-from gateway.upstream import UpstreamClient
+from gateway.clients.database import DatabaseThreads, database_unavailable
+from gateway.clients.engine import UpstreamClient
+from gateway.clients.pipelined_redis import PipelinedRedis
+from gateway.config.key_cache import KeyCache
+from gateway.config.refresher import SnapshotRefresher, load_current
+from gateway.config.settings import GatewayConfig
+from gateway.config.snapshot import Snapshot
+from gateway.config.snapshot_loader import load_key
+from gateway.limits.limiter import Limiter
+from gateway.metering.metrics import GatewayMetrics
+from gateway.metering.recorder import UsageRecorder, write_batch
+from gateway.metering.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
+from gateway.pipeline.asgi_io import JSON_HEADERS, request_ids, send_error, send_plain_error, send_response
+from gateway.pipeline.auth import authenticate, current_tenant
+from gateway.pipeline.dedup import DedupCache
+from gateway.pipeline.feedback import handle_feedback
+from gateway.pipeline.inference import InferenceHandler
+from gateway.pipeline.proxy import Timeouts
+from gateway.pipeline.redaction import redact_prefix
+from gateway.routing.balancer import Balancer
+from gateway.routing.pool_queues import PoolQueues
 
 log = logging.getLogger("gateway")
 GC_YOUNG_THRESHOLD = 20_000
@@ -179,7 +179,7 @@ class GatewayApp:
         # cyclic collector need not walk it again on every full collection while requests run.
         # And it runs when 20,000 more objects live than before (not 700): requests free what they
         # allocate by reference counting, so at the default the collector ran every few hundred
-        # requests for ~10 us per request of scanning in-flight state (measured in-process).
+        # requests only to scan in-flight state.
         gc.freeze()
         gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
@@ -188,7 +188,8 @@ class GatewayApp:
         timeouts = Timeouts(config.connect_timeout, config.first_byte_timeout, config.idle_timeout)
         # No client-side connection cap: engines and the limits decide concurrency.
         upstream = UpstreamClient(connect_timeout=config.connect_timeout)
-        # The request path's Redis (limits, de-duplication): one pipelined connection (gateway.resp).
+        # The request path's Redis (limits, de-duplication): one pipelined connection
+        # (gateway.clients.pipelined_redis).
         redis = PipelinedRedis.from_url(config.redis_url)
         db = DatabaseThreads()
         balancer = Balancer(self.metrics, eject_after=config.eject_after_failures)

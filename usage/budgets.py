@@ -60,7 +60,7 @@ def subject_month_tokens(now: datetime, *, tenants=(), keys=(), users=()) -> dic
     Answers ("tenant", tenant) / ("api_key", tenant, prefix) / ("user", tenant, user) → tokens.
     Tenants and keys are read from final hourly rollups and the raw events after them; users from
     raw events only (rollups carry no user), so a user's month is as long as raw events are kept.
-    The gateway counts each budget at least this much (gateway.budget_floors)."""
+    The gateway counts each budget at least this much (gateway.limits.budget_floors)."""
     start, out = month_start(now), {}
     live_from = max(watermark(now), start)
     tenants, keys, users = set(tenants), set(keys), set(users)

@@ -36,7 +36,7 @@ that registers a callback, called once if the client disconnects before the resp
 complete. An application can then stop its work without a task per request waiting on
 `receive()` (both the gateway and the simulator do); `receive()` still reports the disconnect.
 
-`share` (gateway.balance.ConnectionShare) lets a `--workers` worker keep its fair share of
+`share` (`connection_share.ConnectionShare`) lets a `--workers` worker keep its fair share of
 connections: when it holds too many it answers the current request with `connection: close`.
 """
 from __future__ import annotations

@@ -166,7 +166,7 @@ class HttpConnection(asyncio.Protocol):
             parsed = httptools.parse_url(url)
             raw_path, query = parsed.path, parsed.query or b""
         path = raw_path.decode("ascii")
-        if raw_path.find(b"%") >= 0:  # not `in`: bytes.__contains__ tries the operand as an int first (slow)
+        if raw_path.find(b"%") >= 0:
             path = unquote(path)
         scope = {"type": "http", "asgi": ASGI, "http_version": version,
                  "method": _method(parser.get_method()), "scheme": "http", "path": path,
@@ -219,7 +219,7 @@ class HttpConnection(asyncio.Protocol):
     def _start(self, cycle: Cycle) -> None:
         self.current = cycle
         self.state.in_flight += 1
-        if self.default_tasks:  # named: create_task would format a "Task-<n>" name per request, then rename it
+        if self.default_tasks:  # named at once (create_task would name it "Task-<n>", then rename it)
             cycle.task = asyncio.Task(cycle.run(), loop=self.loop, name=TASK_NAME)
         else:
             cycle.task = self.loop.create_task(cycle.run())

@@ -191,8 +191,7 @@ class Cycle:
             parts.append(b"transfer-encoding: chunked\r\n")
         parts.append(b"\r\n")
         head = b"".join(parts)
-        # Every part ends with the only CR LF in it, so a value that holds a CR or LF shows in the counts
-        # (one scan of the head instead of four `in` tests per header).
+        # Every part ends with the only CR LF in it, so a value that holds a CR or LF shows in the counts.
         if head.count(b"\n") != len(parts) or head.count(b"\r") != len(parts):
             raise RuntimeError(f"invalid response header {_value_with_line_break(headers)!r}")
         self.head = head

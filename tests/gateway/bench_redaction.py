@@ -5,8 +5,8 @@ parse_payload + redact_body + prompt_sample — per body shape, in CPU µs per r
 Point PYTHONPATH at another checkout's copy of gateway/ to compare before and after in one run.
 """
 import base64, json, os, pathlib, random, time, timeit, django
-from gateway.payload import parse_payload, prompt_sample
-from gateway.redaction import redact_body, redact_text
+from gateway.pipeline.payload import parse_payload, prompt_sample
+from gateway.pipeline.redaction import redact_body, redact_text
 base = pathlib.Path(django.__file__).parent
 code = (base / "db/models/query.py").read_text()[:100_000]
 prose = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 2000)[:100_000]
@@ -33,7 +33,7 @@ BODIES = {
 
 
 def per_request(raw, kind):
-    try:  # as gateway/inference.py does: the parse collects the texts redaction looks at
+    try:  # as gateway/pipeline/inference.py does: the parse collects the texts redaction looks at
         texts = []
         result = redact_body(parse_payload(raw, kind, texts), "redact", texts)
     except TypeError:  # a checkout from before the texts hint

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from gateway.ratelimit import make_client
+from gateway.limits.admission import make_client
 from tests.gateway.ratelimit_helpers import redis_url
 
 

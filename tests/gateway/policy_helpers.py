@@ -1,5 +1,5 @@
 """Fake endpoints for policy tests."""
-from gateway.policies import Endpoint, RouteRequest
+from gateway.routing.policies import Endpoint, RouteRequest
 
 REQUEST = RouteRequest(tenant_id="tenant-a", model="qwen-coder")
 

@@ -4,7 +4,7 @@ import os
 import socket
 import uuid
 
-from gateway.ratelimit import Admission, LimiterConfig, Limits, RateLimiter, Subject, SubjectKind, make_client
+from gateway.limits.admission import Admission, LimiterConfig, Limits, RateLimiter, Subject, SubjectKind, make_client
 
 DEFAULT_URL = "redis://127.0.0.1:6379/14"
 SLOW_WINDOW = 3600  # s: exactness tests count within one window, however slowly they run

@@ -1,5 +1,5 @@
 """Workers keep an even share of connections: the fuller one sheds, one connection at a time."""
-from gateway.balance import SLACK, ConnectionShare, create_table
+from gateway.server.connection_share import SLACK, ConnectionShare, create_table
 
 
 def test_a_worker_above_its_share_sheds_until_it_is_back_within_it(tmp_path):

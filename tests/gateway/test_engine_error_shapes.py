@@ -1,11 +1,11 @@
-"""Re-shaping an engine's errors (gateway/engine_errors.py) and finding them in a stream (gateway/sse.py),
-block by block, without a running engine."""
+"""Re-shaping an engine's errors (gateway/pipeline/engine_errors.py) and finding them in a stream
+(gateway/pipeline/sse.py), block by block, without a running engine."""
 import json
 
 import pytest
 
-from gateway.engine_errors import MAX_ERROR_BODY, engine_error
-from gateway.sse import SseRelay
+from gateway.pipeline.engine_errors import MAX_ERROR_BODY, engine_error
+from gateway.pipeline.sse import SseRelay
 
 TOKEN = (b'data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,'
          b'"text":"x","logprobs":null,"finish_reason":null}]}\n\n')

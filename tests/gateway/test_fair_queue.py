@@ -3,7 +3,7 @@ import asyncio
 
 import pytest
 
-from gateway.fair_queue import FairQueue, QueueFull, QueueLimits, QueueTimeout
+from gateway.routing.fair_queue import FairQueue, QueueFull, QueueLimits, QueueTimeout
 
 
 async def admission_order(queue: FairQueue, arrivals: list[tuple[str, bool]]) -> list[str]:

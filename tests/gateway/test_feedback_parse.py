@@ -4,8 +4,8 @@ import json
 import pytest
 
 from gateway.errors import GatewayError
-from gateway.feedback import parse_feedback
-from gateway.http import mint_request_id
+from gateway.pipeline.asgi_io import mint_request_id
+from gateway.pipeline.feedback import parse_feedback
 
 
 def code_of(body: dict | bytes) -> str:

@@ -1,8 +1,8 @@
-"""gateway.http: header lookup (first value wins, as the linear scan it replaced) and request ids."""
+"""gateway.pipeline.asgi_io: header lookup (first value wins, as the linear scan it replaced) and request ids."""
 import os
 import re
 
-from gateway.http import header, mint_request_id, request_ids
+from gateway.pipeline.asgi_io import header, mint_request_id, request_ids
 
 
 def test_header_returns_the_first_value_of_a_repeated_header_and_none_when_absent():

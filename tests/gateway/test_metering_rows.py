@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 from django.db import connection
 
-from gateway.metering import ROW_FIELDS, RequestRecord, UsageRecorder
+from gateway.metering.recorder import ROW_FIELDS, RequestRecord, UsageRecorder
 from usage import ingest
 from usage.models import UsageEvent
 from usage.services import record_usage_batch

@@ -4,9 +4,9 @@ import itertools
 
 import pytest
 
-from gateway import metrics as metrics_module
-from gateway.metering import RequestRecord
-from gateway.metrics import LATENCY_BUCKETS, GatewayMetrics
+from gateway.metering import metrics as metrics_module
+from gateway.metering.metrics import LATENCY_BUCKETS, GatewayMetrics
+from gateway.metering.recorder import RequestRecord
 
 
 def _reference_observe_done(metrics: GatewayMetrics, record: RequestRecord) -> None:

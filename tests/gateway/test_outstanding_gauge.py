@@ -1,7 +1,7 @@
 """The per-engine outstanding-requests gauge reads the balancer's counts when scraped."""
-from gateway.balancer import Balancer
-from gateway.metrics import GatewayMetrics
-from gateway.snapshot import Upstream
+from gateway.config.snapshot import Upstream
+from gateway.metering.metrics import GatewayMetrics
+from gateway.routing.balancer import Balancer
 
 
 def gauge(metrics: GatewayMetrics, instance_id: int) -> float | None:

@@ -1,5 +1,5 @@
-"""What admission reserves for a request (`gateway.payload.request_work`): every field that multiplies
-work, and a prompt estimate that is an upper bound for the real tokenizers (the tiny model's
+"""What admission reserves for a request (`gateway.pipeline.payload.request_work`): every field that
+multiplies work, and a prompt estimate that is an upper bound for the real tokenizers (the tiny model's
 byte-level BPE, run in the engine venv, and the simulator's)."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from gateway.errors import GatewayError
-from gateway.payload import (COMPLETIONS_DEFAULT_MAX_TOKENS, DEFAULT_COMPLETION_RESERVE, MAX_CHOICES, MAX_PROMPTS,
-                             NON_TEXT_PART_TOKENS, parse_payload, request_work)
+from gateway.pipeline.payload import (COMPLETIONS_DEFAULT_MAX_TOKENS, DEFAULT_COMPLETION_RESERVE, MAX_CHOICES,
+                                      MAX_PROMPTS, NON_TEXT_PART_TOKENS, parse_payload, request_work)
 from simulator.tokenizer import render_chat, tokenize
 from tests.processes import ENGINE_PYTHON, REPO_ROOT
 

@@ -13,12 +13,12 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from gateway.dedup import cache_key, cacheable
 from gateway.errors import GatewayError
-from gateway.feedback import parse_feedback
-from gateway.payload import max_tokens, parse_payload, prompt_sample, request_work, upstream_body, wants_usage
-from gateway.policies.keys import prefix_key
-from gateway.redaction import redact_body, redact_prefix
+from gateway.pipeline.dedup import cache_key, cacheable
+from gateway.pipeline.feedback import parse_feedback
+from gateway.pipeline.payload import max_tokens, parse_payload, prompt_sample, request_work, upstream_body, wants_usage
+from gateway.pipeline.redaction import redact_body, redact_prefix
+from gateway.routing.policies.keys import prefix_key
 from tests.gateway.payload_strategies import (FIELD_NAMES, MESSAGE_FIELDS, PART_KEYS, chat_bodies, completion_bodies,
                                               is_openai_error, raw_bodies, values)
 

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from gateway.errors import GatewayError
-from gateway.payload import json_object, parse_payload, upstream_body
+from gateway.pipeline.payload import json_object, parse_payload, upstream_body
 
 PROMPT = {"model": "m", "prompt": "def f():\n    return 'é ✓ \\u2028'", "max_tokens": 16}
 

@@ -1,7 +1,7 @@
 """Prefix affinity reports whether each keyed request landed on its key's home endpoint."""
 from dataclasses import replace
 
-from gateway.policies import RouteRequest, get_policy
+from gateway.routing.policies import RouteRequest, get_policy
 from tests.gateway.policy_helpers import pool
 
 

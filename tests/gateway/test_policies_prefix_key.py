@@ -1,7 +1,7 @@
 """Affinity keys from request bodies."""
 import hashlib
 
-from gateway.policies import prefix_key
+from gateway.routing.policies import prefix_key
 
 SYSTEM = {"role": "system", "content": "You are a careful reviewer of Python code. " * 20}
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gateway.policies import Endpoint, PolicyName, RouteRequest, get_policy
-from gateway.policies.prefix_affinity import INFLIGHT_HEADROOM, SHARE_HEADROOM, load_bound
+from gateway.routing.policies import Endpoint, PolicyName, RouteRequest, get_policy
+from gateway.routing.policies.prefix_affinity import INFLIGHT_HEADROOM, SHARE_HEADROOM, load_bound
 from tests.gateway.policy_helpers import pool
 
 endpoint_st = st.builds(

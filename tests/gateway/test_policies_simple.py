@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from gateway.policies import NoEligibleEndpoint, PolicyName, get_policy
-from gateway.policies.latency_ewma import ewma
+from gateway.routing.policies import NoEligibleEndpoint, PolicyName, get_policy
+from gateway.routing.policies.latency_ewma import ewma
 from tests.gateway.policy_helpers import REQUEST, pick_many, pool
 
 

@@ -1,7 +1,7 @@
 """The fixed-size record of recent placements behind prefix affinity's share bound."""
 import pytest
 
-from gateway.policies.window import RecentAssignments
+from gateway.routing.policies.window import RecentAssignments
 
 
 def test_counts_the_last_n_placements_only():

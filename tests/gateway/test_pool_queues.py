@@ -1,9 +1,9 @@
-"""gateway.pool_queues: one fair queue per set of deployments, sized from the engines usable now."""
-from gateway.balancer import Balancer
-from gateway.config import GatewayConfig
-from gateway.metrics import GatewayMetrics
-from gateway.pool_queues import MAX_IDLE_QUEUES, PoolQueues
-from gateway.snapshot import Pool, Upstream
+"""gateway.routing.pool_queues: one fair queue per set of deployments, sized from the engines usable now."""
+from gateway.config.settings import GatewayConfig
+from gateway.config.snapshot import Pool, Upstream
+from gateway.metering.metrics import GatewayMetrics
+from gateway.routing.balancer import Balancer
+from gateway.routing.pool_queues import MAX_IDLE_QUEUES, PoolQueues
 
 
 def pools_of(deployment_id: int, engines: int) -> tuple[Pool, ...]:

@@ -1,5 +1,5 @@
 """The prompt sample kept for the slow-requests page: the start of the prompt, in either shape."""
-from gateway.payload import prompt_sample
+from gateway.pipeline.payload import prompt_sample
 
 
 def test_completions_keep_the_start_of_the_prompt():

@@ -7,7 +7,7 @@ import time
 import pytest
 import redis
 
-from gateway.ratelimit import LimiterConfig, Limits, RateLimiter, Subject, SubjectKind, make_client, month_bounds
+from gateway.limits.admission import LimiterConfig, Limits, RateLimiter, Subject, SubjectKind, make_client, month_bounds
 from tests.gateway.ratelimit_helpers import admission, redis_url
 
 URL = redis_url()

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from gateway.ratelimit import (
+from gateway.limits.admission import (
     ADMIT, FailurePolicy, LimiterConfig, LimitKind, Limits, Outcome, RateLimiter, Subject,
     SubjectKind, make_client,
 )

@@ -1,5 +1,5 @@
 """Requests that run long keep what they hold: the gateway renews their concurrency leases and budget
-reservations (`gateway.limits.Limiter.renew_long_requests`), so a stream longer than the lease or
+reservations (`gateway.limits.limiter.Limiter.renew_long_requests`), so a stream longer than the lease or
 reservation neither frees its slot nor hands back its reservation for others to spend."""
 import asyncio
 from types import MappingProxyType
@@ -7,10 +7,10 @@ from types import MappingProxyType
 import pytest
 import redis
 
-from gateway.limits import Limiter
-from gateway.metrics import GatewayMetrics
-from gateway.resp import PipelinedRedis
-from gateway.snapshot import KeyInfo, Limits, Snapshot
+from gateway.clients.pipelined_redis import PipelinedRedis
+from gateway.config.snapshot import KeyInfo, Limits, Snapshot
+from gateway.limits.limiter import Limiter
+from gateway.metering.metrics import GatewayMetrics
 from tests.gateway.ratelimit_helpers import redis_url
 
 URL = redis_url()

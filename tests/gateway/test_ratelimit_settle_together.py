@@ -9,9 +9,9 @@ import asyncio
 import pytest
 import redis
 
-from gateway.ratelimit import (ADMIT, SETTLE, SETTLE_TOGETHER, LimiterConfig, Limits, RateLimiter, Subject,
-                               SubjectKind, _packed_together, month_bounds)
-from gateway.resp import PipelinedRedis, encode_command
+from gateway.clients.pipelined_redis import PipelinedRedis, encode_command
+from gateway.limits.admission import (ADMIT, SETTLE, SETTLE_TOGETHER, LimiterConfig, Limits, RateLimiter, Subject,
+                                      SubjectKind, _packed_together, month_bounds)
 from tests.gateway.ratelimit_helpers import admission, redis_url, tenant
 
 URL = redis_url()

@@ -1,7 +1,7 @@
 """Redaction over completions and chat request bodies, in each mode."""
 import pytest
 
-from gateway.redaction import RedactionMode, redact_body
+from gateway.pipeline.redaction import RedactionMode, redact_body
 
 GITHUB = "ghp_" + "Zx8Yw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9EdCbA1234"
 AWS = "AKIAQ3EGRTX5ZBN7W4KD"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import GatewayError
-from gateway.payload import parse_payload, prompt_sample, upstream_body
-from gateway.redaction import PREFIX_MARGIN, redact_body, redact_prefix
+from gateway.pipeline.payload import parse_payload, prompt_sample, upstream_body
+from gateway.pipeline.redaction import PREFIX_MARGIN, redact_body, redact_prefix
 from tests.gateway.leaks import leaked, leaked_in_value
 from tests.gateway.request_fields import FIELDS
 

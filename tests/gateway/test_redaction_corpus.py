@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.redaction import redact_text
+from gateway.pipeline.redaction import redact_text
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 

@@ -5,8 +5,8 @@ from collections import Counter
 import pytest
 from hypothesis import given, strategies as st
 
-from gateway.redaction import (GENERIC_ASSIGNMENT, PATTERNS, SHORT_TEXT, _SECRET_NAME, _keyword_matches, kinds_present,
-                               redact_text)
+from gateway.pipeline.redaction import (GENERIC_ASSIGNMENT, PATTERNS, SHORT_TEXT, _SECRET_NAME, _keyword_matches,
+                                        kinds_present, redact_text)
 
 ANCHORS = [(pattern, anchor) for pattern in PATTERNS for anchor in pattern.anchors]
 
@@ -98,7 +98,7 @@ def test_no_pattern_can_match_a_text_shorter_than_min_secret_chars():
     # redact_text skips shorter texts (roles, part types, most field names) without looking.
     from re import _parser
 
-    from gateway.redaction import MIN_SECRET_CHARS
+    from gateway.pipeline.redaction import MIN_SECRET_CHARS
 
     shortest = {p.kind: _parser.parse(p.regex.pattern, p.regex.flags).getwidth()[0] for p in PATTERNS}
     assert min(shortest.values()) == MIN_SECRET_CHARS, shortest

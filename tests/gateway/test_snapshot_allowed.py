@@ -1,5 +1,5 @@
 """Snapshot.model_allowed: every level's allow-list applies; answers are remembered per key and model."""
-from gateway.snapshot import MAX_MEMO_ENTRIES, KeyInfo, Limits, Pool, Snapshot
+from gateway.config.snapshot import MAX_MEMO_ENTRIES, KeyInfo, Limits, Pool, Snapshot
 
 KEY = KeyInfo(id=7, prefix="sy_test_abc", tenant_id=1, user_id=3, scopes=frozenset({"inference"}),
               expires_at=None, revoked=False)

@@ -1,11 +1,11 @@
-"""How a relayed stream is counted and cut at its token cap (`gateway.sse.SseRelay`): by the usage
-the engine reports on every chunk, for every choice, however many tokens a chunk carries; and
+"""How a relayed stream is counted and cut at its token cap (`gateway.pipeline.sse.SseRelay`): by the
+usage the engine reports on every chunk, for every choice, however many tokens a chunk carries; and
 conservatively (a token per byte) when a chunk reports none."""
 from __future__ import annotations
 
 import json
 
-from gateway.sse import SseRelay
+from gateway.pipeline.sse import SseRelay
 
 
 def chunk(index: int, text: str, used: int | None = None, prompt: int = 5, chat: bool = True, delta=None,

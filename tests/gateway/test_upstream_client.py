@@ -4,7 +4,7 @@ import socket
 
 import pytest
 
-from gateway.upstream import COALESCE_LIMIT, HIGH_WATER, ConnectTimeout, UpstreamClient, UpstreamError
+from gateway.clients.engine import COALESCE_LIMIT, HIGH_WATER, ConnectTimeout, UpstreamClient, UpstreamError
 
 
 class Server:

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from gateway.proxy import usage_of
+from gateway.pipeline.proxy import usage_of
 
 USAGE = {"prompt_tokens": 7, "completion_tokens": 16, "total_tokens": 23, "prompt_tokens_details": {"cached_tokens": 0}}
 

@@ -90,7 +90,7 @@ class GatewayServer:
 
     def wait_synced(self, timeout: float = 5.0) -> None:
         """Until the gateway's snapshot carries the database's current version marker."""
-        from gateway.snapshot_loader import version_marker
+        from gateway.config.snapshot_loader import version_marker
 
         target = version_marker()
         deadline = time.monotonic() + timeout

@@ -1,6 +1,6 @@
 """Monthly token budgets survive losing Redis: an exhausted tenant, key or user is still refused after
 a Redis restart, because every budget counts at least what the usage records say was spent
-(gateway/budget_floors.py). The Redis here is this test's own server, restarted empty."""
+(gateway/limits/budget_floors.py). The Redis here is this test's own server, restarted empty."""
 from __future__ import annotations
 
 import subprocess
@@ -95,7 +95,7 @@ def billed(tenant) -> int:
 @pytest.mark.parametrize("level", ["api_key", "user", "tenant"])
 def test_an_exhausted_budget_stays_exhausted_after_redis_loses_it(gateway, tenant_a, shared_pool, private_redis,
                                                                   monkeypatch, level):
-    monkeypatch.setattr("gateway.budget_floors.REFRESH_SECONDS", 0.1)
+    monkeypatch.setattr("gateway.limits.budget_floors.REFRESH_SECONDS", 0.1)
     key = budgeted_key(level, tenant_a)
     server = gateway(redis_url=private_redis.url)
     server.wait_until_serving(key.raw, MODEL)
@@ -118,7 +118,7 @@ def test_an_exhausted_budget_stays_exhausted_after_redis_loses_it(gateway, tenan
 
 def test_a_budget_hash_lost_mid_month_starts_from_the_records(gateway, tenant_a, shared_pool, private_redis,
                                                               monkeypatch):
-    monkeypatch.setattr("gateway.budget_floors.REFRESH_SECONDS", 0.1)
+    monkeypatch.setattr("gateway.limits.budget_floors.REFRESH_SECONDS", 0.1)
     key = budgeted_key("api_key", tenant_a)
     server = gateway(redis_url=private_redis.url)
     server.wait_until_serving(key.raw, MODEL)

@@ -14,10 +14,10 @@ from django.db import DataError, IntegrityError, OperationalError
 
 from bench._procs import free_port
 from gateway import errors
-from gateway.auth import current_tenant
-from gateway.dbthreads import DatabaseThreads, database_unavailable
-from gateway.refresher import SnapshotRefresher
-from gateway.snapshot import KeyInfo, Snapshot
+from gateway.clients.database import DatabaseThreads, database_unavailable
+from gateway.config.refresher import SnapshotRefresher
+from gateway.config.snapshot import KeyInfo, Snapshot
+from gateway.pipeline.auth import current_tenant
 
 
 def _connect_to_nothing(*args):

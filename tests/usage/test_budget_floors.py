@@ -1,9 +1,9 @@
 """What the usage records say budgeted subjects used this month (`usage.budgets.subject_month_tokens`),
-which the gateway's budgets count at least (`gateway.budget_floors`)."""
+which the gateway's budgets count at least (`gateway.limits.budget_floors`)."""
 from datetime import timedelta
 
 from apikeys.scopes import Scope
-from gateway.budget_floors import budget_floors_at
+from gateway.limits.budget_floors import budget_floors_at
 from quotas.models import QuotaPolicy
 from quotas.services import create_quota_policy
 from tests.factories import SYSTEM, make_key, make_member, make_user

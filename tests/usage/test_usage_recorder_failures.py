@@ -12,10 +12,10 @@ import logging
 import pytest
 
 from bench._procs import free_port
-from gateway.dbthreads import DatabaseThreads
-from gateway.metering import RequestRecord, UsageRecorder, probe_database, write_batch
-from gateway.metrics import GatewayMetrics
-from gateway.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool, encode_events
+from gateway.clients.database import DatabaseThreads
+from gateway.metering.metrics import GatewayMetrics
+from gateway.metering.recorder import RequestRecord, UsageRecorder, probe_database, write_batch
+from gateway.metering.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool, encode_events
 from usage.models import UsageEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the writer's threads must see committed rows
@@ -196,8 +196,8 @@ def test_a_torn_last_line_from_a_crash_is_counted_and_the_rest_replayed(tenant_a
 CHILD = """
 import sys, time
 from datetime import datetime, timezone
-from gateway.metering import RequestRecord
-from gateway.spool import UsageSpool
+from gateway.metering.recorder import RequestRecord
+from gateway.metering.spool import UsageSpool
 spool = UsageSpool(sys.argv[1], 1024 * 1024)
 spool.append([RequestRecord(f"child-{i}", "chat", tenant_id=int(sys.argv[2]), status_code=200, outcome="ok").as_row()
               for i in range(7)])

@@ -4,8 +4,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from gateway.metering import RequestRecord
-from gateway.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
+from gateway.metering.recorder import RequestRecord
+from gateway.metering.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
 from usage.models import UsageEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the replay writes from a thread of its own

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from django.db.models import CharField, TextField
 
-from gateway.metering import RequestRecord
+from gateway.metering.recorder import RequestRecord
 from tenants.services import delete_tenant
 from tests.factories import SYSTEM
 from usage import ingest

@@ -11,9 +11,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from gateway.dbthreads import DatabaseThreads, database_unavailable
-from gateway.metering import UsageRecorder
-from gateway.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
+from gateway.clients.database import DatabaseThreads, database_unavailable
+from gateway.metering.recorder import UsageRecorder
+from gateway.metering.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
 
 
 class Command(BaseCommand):

@@ -1,0 +1,1 @@
+"""Rates, concurrency leases and monthly budgets, admitted and settled atomically in Redis."""

@@ -1,0 +1,68 @@
+"""The seam between the gateway's live state and the pure routing policies in `gateway.routing.policies`."""
+from __future__ import annotations
+
+import logging
+
+from gateway.config.snapshot import DEFAULT_POLICY, Pool, Upstream
+from gateway.routing.policies import Endpoint, NoEligibleEndpoint, PolicyName, RouteRequest, get_policy, prefix_key
+
+log = logging.getLogger("gateway.routing")
+KINDS = {"chat": "chat", "completions": "completion"}
+MAX_CACHED_POOLS = 256
+
+
+class PolicyChooser:
+    """One policy instance per set of pools (policies keep small per-pool state, like rings)."""
+
+    def __init__(self, observe_placement=None):
+        self._policies: dict[tuple, object] = {}
+        self._observe_placement = observe_placement
+        # Per pools tuple, by identity (a snapshot keeps its tuples, so the same object comes back
+        # on every request): (the pools, their engines by endpoint id, the policy). The entry holds
+        # the tuple, so its id cannot be reused while it is cached.
+        self._by_pools: dict[int, tuple] = {}
+
+    def choose(self, pools: tuple[Pool, ...], hints, outstanding: dict, ttft: dict, unusable) -> Upstream | None:
+        """The policy's pick among the pools' engines; None when none is eligible.
+
+        This gateway's view per instance id: `outstanding` requests, `ttft` EWMA, and the
+        `unusable` ids (ejected or already tried for this request). Unusable engines stay in the
+        list, marked ejected, so a hash ring keeps its shape and only their keys move.
+        """
+        entry = self._by_pools.get(id(pools))
+        if entry is None:
+            if len(self._by_pools) >= MAX_CACHED_POOLS:  # old snapshots' tuples: let them go
+                self._by_pools.clear()
+            entry = self._by_pools[id(pools)] = (
+                pools, {str(u.instance_id): u for pool in pools for u in pool.upstreams}, self._policy(pools))
+        _, upstreams, policy = entry
+        endpoints = [Endpoint(eid, u.url, 1.0, outstanding.get(u.instance_id, 0), ttft.get(u.instance_id), True,
+                              u.instance_id in unusable)
+                     for eid, u in upstreams.items()]
+        request = RouteRequest(str(hints.tenant_id), hints.model, hints.affinity, self._prefix(policy, hints))
+        try:
+            return upstreams[policy.choose(endpoints, request).id]
+        except NoEligibleEndpoint:
+            return None
+
+    def _policy(self, pools: tuple[Pool, ...]):
+        shape = tuple(p.deployment_id for p in pools)
+        policy = self._policies.get(shape)
+        if policy is None:
+            name = next((p.policy for p in pools if p.upstreams), DEFAULT_POLICY)
+            policy = self._policies[shape] = _make(name, self._observe_placement)
+        return policy
+
+    @staticmethod
+    def _prefix(policy, hints) -> str | None:
+        if hints.affinity or policy.name != PolicyName.PREFIX_AFFINITY:
+            return None  # only prefix affinity reads it: skip hashing the prompt otherwise
+        return prefix_key(hints.body, KINDS[hints.kind])
+
+
+def _make(name: str, observer):
+    if name not in PolicyName.__members__.values():
+        log.warning("unknown routing policy %r; using %s", name, DEFAULT_POLICY)
+        name = DEFAULT_POLICY
+    options = {"observer": observer} if name == PolicyName.PREFIX_AFFINITY and observer else {}
+    return get_policy(name, **options)
