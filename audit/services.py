@@ -37,7 +37,17 @@ def record_event(*, actor: Actor, action: str, tenant=None, target=None, before=
         event.hash = chain_hash(event.prev_hash, row_document(event))
         event.save(force_insert=True)
         _advance_head(head, event)
+        _announce_on_commit(event)
     return event
+
+
+def _announce_on_commit(event: AuditEvent) -> None:
+    """Tell the gateways what changed once it is committed (controlplane/change_bus.py)."""
+    from controlplane.change_bus import publish_change
+
+    change = {"seq": event.seq, "tenant": event.tenant_id, "target_type": event.target_type,
+              "target_id": event.target_id}
+    transaction.on_commit(lambda: publish_change(event.action, **change))
 
 
 def _locked_head() -> AuditChainHead:

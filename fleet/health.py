@@ -18,6 +18,7 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
+from controlplane.change_bus import publish_signals
 from fleet import leases, metrics
 from fleet.models import Instance
 from fleet.runtime import get_backend
@@ -68,12 +69,22 @@ def check_all() -> dict:
         instances = [i for i in Instance.objects.filter(state__in=RUNNING_STATES).select_related("deployment")
                      if get_backend(i.deployment.runtime_backend).probed_by_fleet]
         counts: dict[str, int] = {}
+        signals: dict[int, dict] = {}
         with new_client() as client, ThreadPoolExecutor(settings.SWITCHYARD_FLEET_PROBE_CONCURRENCY) as pool:
             seen = pool.map(lambda instance: observe(instance, client), instances)
             for instance, observation in zip(instances, seen):
                 outcome = act(instance, observation)
                 counts[outcome] = counts.get(outcome, 0) + 1
+                if observation.probe is not None and observation.probe.metrics:
+                    signals[instance.pk] = _signal(observation.probe.metrics)
+        if signals:
+            publish_signals(signals)  # the gateways' routing sees each engine's own queue
         return counts
+
+
+def _signal(metrics: dict) -> dict:
+    return {"waiting": metrics.get("num_requests_waiting", 0), "running": metrics.get("num_requests_running", 0),
+            "kv": metrics.get("kv_cache_usage_perc")}
 
 
 def check_instance(instance: Instance, client: httpx.Client) -> str:

@@ -23,6 +23,7 @@ from gateway.clients.database import DatabaseThreads, database_unavailable
 from gateway.clients.engine import UpstreamClient
 from gateway.clients.pipelined_redis import PipelinedRedis
 from gateway.config.key_cache import KeyCache
+from gateway.config.change_bus import ChangeBus
 from gateway.config.refresher import SnapshotRefresher, load_current
 from gateway.config.settings import GatewayConfig
 from gateway.config.snapshot import Snapshot
@@ -38,6 +39,7 @@ from gateway.pipeline.feedback import handle_feedback
 from gateway.pipeline.inference import InferenceHandler
 from gateway.pipeline.proxy import Timeouts
 from gateway.pipeline.redaction import redact_prefix
+from gateway.pipeline.wake import Waker
 from gateway.routing.balancer import Balancer
 from gateway.routing.pool_queues import PoolQueues
 
@@ -69,6 +71,7 @@ class GatewayState:
     db: DatabaseThreads
     queues: PoolQueues
     dedup: DedupCache
+    waker: Waker = field(default_factory=Waker)
     snapshot: Snapshot = field(default_factory=Snapshot)
     refresh_now: Callable[[], Awaitable[bool]] | None = None  # the refresher's on-demand refresh
     started_at: float = field(default_factory=time.time)
@@ -83,6 +86,7 @@ class GatewayApp:
         self._usage_writer = usage_writer
         self.state: GatewayState | None = None
         self.refresher: SnapshotRefresher | None = None
+        self.bus: ChangeBus | None = None
         self._inference: InferenceHandler | None = None
         self._tasks: list[asyncio.Task] = []
 
@@ -137,8 +141,16 @@ class GatewayApp:
         body = json.dumps({"status": "ok", "snapshot_age_seconds": round(age, 3), "worker_pid": os.getpid(),
                            # False after a start-up without the database, until it returns.
                            "snapshot_loaded": state.snapshot.version != (),
-                           "usage_database_away": state.recorder.database_away}).encode()
+                           "usage_database_away": state.recorder.database_away,
+                           "change_bus": self._bus_health()}).encode()
         await send_response(send, 200, body, [*JSON_HEADERS, *ids])
+
+    def _bus_health(self) -> dict:
+        """Whether changes arrive on the bus (else the refresher polls), and how many full reloads happened."""
+        bus, refresher = self.bus, self.refresher
+        return {"connected": bool(refresher and refresher.bus_connected), "last_seq": bus.last_seq if bus else None,
+                "gaps": bus.gaps if bus else 0, "full_reloads": refresher.full_loads if refresher else 0,
+                "reloads": refresher.loads if refresher else 0}
 
     async def _lifespan(self, receive, send) -> None:
         while True:
@@ -159,7 +171,7 @@ class GatewayApp:
     async def startup(self) -> None:
         """Open the shared clients, load the first snapshot, start the background tasks."""
         self.state = state = self._build_state()
-        self.refresher = SnapshotRefresher(state, self.config.refresh_seconds)
+        self.refresher = SnapshotRefresher(state, self.config.refresh_seconds, self.config.backstop_seconds)
         state.refresh_now = self.refresher.refresh_now
         try:
             self.refresher.install(await load_current(state.db, self.config.default_user_rpm))
@@ -175,6 +187,8 @@ class GatewayApp:
         self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),
                        asyncio.create_task(state.recorder.run(), name="gateway-usage-writer"),
                        asyncio.create_task(state.limiter.maintain(state.db), name="gateway-limits-upkeep")]
+        if self.config.change_bus:
+            self._tasks.append(asyncio.create_task(self._change_bus(), name="gateway-change-bus"))
         # What start-up built (Django, settings, the snapshot) lives as long as the process: the
         # cyclic collector need not walk it again on every full collection while requests run.
         # And it runs when 20,000 more objects live than before (not 700): requests free what they
@@ -182,6 +196,20 @@ class GatewayApp:
         # requests only to scan in-flight state.
         gc.freeze()
         gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
+    async def _change_bus(self) -> None:
+        """Subscribe once this install's id is known (it needs the database: retried until it answers)."""
+        from fleet.install import install_id
+
+        while True:
+            try:
+                ours = await self.state.db.run(install_id)
+                break
+            except Exception as error:  # noqa: BLE001 — the database away at start: try again shortly
+                log.info("change bus waits for the database (%s)", type(error).__name__)
+                await asyncio.sleep(1.0)
+        self.bus = ChangeBus(self.state, self.refresher, self.config.redis_url, ours)
+        await self.bus.run()
 
     def _build_state(self) -> GatewayState:
         config = self.config

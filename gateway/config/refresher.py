@@ -1,4 +1,9 @@
-"""Keeping the snapshot current: poll a cheap version marker, reload everything when it moves.
+"""Keeping the snapshot current: changes arrive on the change bus; a cheap version marker is the backstop.
+
+The change bus (`gateway.config.change_bus`) tells the refresher what changed, and it reloads only
+those sections of the snapshot. Behind it, the refresher polls a cheap version marker — every
+`backstop_seconds` while the bus is connected, every `interval` while it is not — and reloads
+everything only when the marker moved without a message (a lost publish, a gap).
 
 The ORM runs in the gateway's database threads (`gateway.clients.database`), never on the event loop. If
 the database is unreachable the gateway keeps serving its last snapshot and keeps polling; one that
@@ -12,7 +17,7 @@ import time
 
 from gateway import errors
 from gateway.clients.database import database_unavailable
-from gateway.config.snapshot_loader import load_snapshot, version_marker
+from gateway.config.snapshot_loader import SECTIONS, load_sections, load_snapshot, version_marker
 
 log = logging.getLogger("gateway.refresher")
 PROBE_EVERY_SECONDS = 1.0
@@ -28,10 +33,13 @@ async def load_current(db, default_user_rpm: int):
 class SnapshotRefresher:
     """Swaps `state.snapshot` and drops the key cache whenever the configuration changed."""
 
-    def __init__(self, state, interval: float):
+    def __init__(self, state, interval: float, backstop_seconds: float = 5.0):
         self.state = state
         self.interval = interval
+        self.backstop_seconds = max(backstop_seconds, interval)
+        self.bus_connected = False  # set by the change bus while it is subscribed and in sequence
         self.loads = 0
+        self.full_loads = 0
         self._last_probe = 0.0
         self._on_demand: asyncio.Future | None = None
         self._last_on_demand = 0.0
@@ -39,7 +47,7 @@ class SnapshotRefresher:
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(self.backstop_seconds if self.bus_connected else self.interval)
             try:
                 await self.refresh_once()
             except Exception as error:
@@ -66,7 +74,23 @@ class SnapshotRefresher:
         # marker, so the next poll reloads once more: harmless, and never the reverse.
         snapshot = await state.db.run(load_snapshot, version, state.config.default_user_rpm)
         self.install(snapshot)
+        self.full_loads += 1
         return True
+
+    async def refresh_sections(self, sections) -> None:
+        """Reload only `sections` of the snapshot (what a change on the bus touched), stamped with the
+        marker read first, so the backstop poll finds nothing left to reload."""
+        state = self.state
+        version = await state.db.run(version_marker)
+        snapshot = await state.db.run(load_sections, state.snapshot, frozenset(sections) & SECTIONS, version)
+        self.install(snapshot)
+
+    async def reload_everything(self) -> None:
+        """A full reload, whatever the marker says (the bus lost its place)."""
+        state = self.state
+        version = await state.db.run(version_marker)
+        self.install(await state.db.run(load_snapshot, version, state.config.default_user_rpm))
+        self.full_loads += 1
 
     async def refresh_now(self) -> bool:
         """Refresh at once, for a request that found something newer than the snapshot (a tenant

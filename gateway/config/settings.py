@@ -16,7 +16,9 @@ class GatewayConfig:
     connect_timeout: float = 2.0
     first_byte_timeout: float = 60.0
     idle_timeout: float = 30.0
-    refresh_seconds: float = 0.3
+    refresh_seconds: float = 0.3  # the version-marker poll while the change bus is down
+    change_bus: bool = True  # subscribe to the control plane's change bus (else poll every refresh_seconds)
+    backstop_seconds: float = 5.0  # the version-marker poll while the change bus is up
     eject_after_failures: int = 3
     key_cache_size: int = 10_000
     negative_key_ttl: float = 2.0

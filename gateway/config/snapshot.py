@@ -86,6 +86,12 @@ class Pool:
     supports_priority: bool = False
     upstreams: tuple[Upstream, ...] = ()
     fallback_model: str = ""  # where requests go while this pool is saturated or slow
+    # Seconds a request may wait for this deployment to wake from zero; None: it never sleeps.
+    wake_timeout: float | None = None
+
+    @property
+    def asleep(self) -> bool:
+        return not self.upstreams and self.wake_timeout is not None
 
 
 _UNSET = object()
@@ -170,10 +176,11 @@ class Snapshot:
         return (name, fallback) if fallback and any(p.upstreams for p in fallback) else None
 
     def models_for(self, key: KeyInfo) -> list[str]:
-        """Models this key may use and that have at least one routable instance for its tenant."""
+        """Models this key may use and that have a routable instance for its tenant (or one asleep, which
+        wakes on the first request)."""
         names = []
         for name in sorted(self.pools):
             pools = self.pools_for(key.tenant_id, name)
-            if pools and any(p.upstreams for p in pools) and self.model_allowed(key, name):
+            if pools and any(p.upstreams or p.asleep for p in pools) and self.model_allowed(key, name):
                 names.append(name)
         return names

@@ -5,6 +5,7 @@ that one also in a worker thread behind the key cache.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import time
@@ -38,12 +39,25 @@ def version_marker() -> tuple:
 
 def load_snapshot(version: tuple, default_user_rpm: int) -> Snapshot:
     """Read tenants, quota policies and routable pools into a new immutable Snapshot."""
-    tenant_policies, key_policies, user_policies = _load_policies()
-    return Snapshot(
-        version=version, tenants=MappingProxyType(_load_tenants()),
-        tenant_policies=MappingProxyType(tenant_policies), key_policies=MappingProxyType(key_policies),
-        user_policies=MappingProxyType(user_policies), pools=MappingProxyType(_load_pools()),
-        default_user_rpm=default_user_rpm, loaded_at=time.monotonic())
+    return load_sections(Snapshot(default_user_rpm=default_user_rpm), SECTIONS, version)
+
+
+SECTIONS = frozenset({"tenants", "policies", "pools"})
+
+
+def load_sections(snapshot: Snapshot, sections, version: tuple) -> Snapshot:
+    """A new Snapshot: `sections` read afresh, the rest kept from `snapshot` (the change bus reloads only
+    what a change touched)."""
+    fields = {"version": version, "loaded_at": time.monotonic(), "_pools_memo": {}, "_allowed_memo": {}}
+    if "tenants" in sections:
+        fields["tenants"] = MappingProxyType(_load_tenants())
+    if "policies" in sections:
+        tenant_policies, key_policies, user_policies = _load_policies()
+        fields.update(tenant_policies=MappingProxyType(tenant_policies), key_policies=MappingProxyType(key_policies),
+                      user_policies=MappingProxyType(user_policies))
+    if "pools" in sections:
+        fields["pools"] = MappingProxyType(_load_pools())
+    return dataclasses.replace(snapshot, **fields)
 
 
 def tenant_cache_salt(tenant_id: int) -> str:
@@ -89,14 +103,16 @@ def _limits(policy, level: str, subject_id: int) -> Limits:
 
 
 def _load_pools() -> dict[str, tuple[Pool, ...]]:
-    from fleet.models import Deployment, DeploymentStatus
+    from fleet.models import Deployment, DeploymentStatus, InstanceRole
     from fleet.states import InstanceState
 
     pools: dict[str, list[Pool]] = {}
     deployments = (Deployment.objects.filter(status=DeploymentStatus.ACTIVE)
-                   .select_related("model_version__model").prefetch_related("instances"))
+                   .select_related("model_version__model", "scaling").prefetch_related("instances"))
     for deployment in deployments:
-        ready = [i for i in deployment.instances.all() if i.state == InstanceState.READY and i.endpoint_url]
+        # Warm instances are started and healthy but not routed until the fleet promotes them.
+        ready = [i for i in deployment.instances.all()
+                 if i.state == InstanceState.READY and i.role == InstanceRole.SERVING and i.endpoint_url]
         pools.setdefault(deployment.model_version.model.name, []).append(_pool(deployment, ready))
     return {name: tuple(found) for name, found in pools.items()}
 
@@ -110,7 +126,15 @@ def _pool(deployment, ready_instances) -> Pool:
                 model_version_id=deployment.model_version_id,
                 policy=getattr(deployment, "routing_policy", "") or DEFAULT_POLICY,
                 supports_priority=_supports_priority(deployment), upstreams=upstreams,
-                fallback_model=deployment.fallback_model_name)
+                fallback_model=deployment.fallback_model_name, wake_timeout=_wake_timeout(deployment))
+
+
+def _wake_timeout(deployment) -> float | None:
+    """How long a request may wait for the deployment to wake, when it can sleep at zero (else None)."""
+    scaling = getattr(deployment, "scaling", None)
+    if scaling is None or not scaling.enabled or deployment.min_replicas > 0:
+        return None
+    return float(scaling.wake_timeout_seconds)
 
 
 def _supports_priority(deployment) -> bool:

@@ -44,6 +44,7 @@ class RequestRecord:
     outcome: str = ""
     model_known: bool = False  # the name is in the snapshot (safe as a metrics label)
     redacted_prompt: str = ""  # the prompt's start after redaction (slow-requests page)
+    wake_wait_ms: float | None = None  # waited for a deployment asleep at zero to wake
 
     def mark_first_byte(self) -> None:
         """Record time to first token (first body bytes from the engine), once."""
@@ -73,7 +74,7 @@ class RequestRecord:
             self.outcome, self.prompt_tokens, self.completion_tokens, self.cached_tokens, self.ttft_ms,
             (time.monotonic() - self.started) * 1000, self.redactions,
             # cache_hit: the gateway's de-duplication cache answered (prefix-cache reuse is in cached_tokens).
-            self.cache_hit, self.fallback_used, self.streamed, self.redacted_prompt,
+            self.cache_hit, self.fallback_used, self.streamed, self.redacted_prompt, self.wake_wait_ms,
         ]
 
     def as_event(self) -> dict:
@@ -87,7 +88,7 @@ class RequestRecord:
             "cached_tokens": self.cached_tokens, "ttft_ms": self.ttft_ms,
             "latency_ms": (time.monotonic() - self.started) * 1000, "redactions": self.redactions,
             "cache_hit": self.cache_hit, "fallback_used": self.fallback_used, "streamed": self.streamed,
-            "redacted_prompt": self.redacted_prompt,
+            "redacted_prompt": self.redacted_prompt, "wake_wait_ms": self.wake_wait_ms,
         }
 
 
@@ -96,7 +97,7 @@ class RequestRecord:
 ROW_FIELDS = ("request_id", "occurred_at", "tenant_id", "api_key_prefix", "user_id", "model_name",
               "model_version_id", "instance_id", "endpoint", "status_code", "outcome", "prompt_tokens",
               "completion_tokens", "cached_tokens", "ttft_ms", "latency_ms", "redactions", "cache_hit",
-              "fallback_used", "streamed", "redacted_prompt")
+              "fallback_used", "streamed", "redacted_prompt", "wake_wait_ms")
 
 
 def _count(value) -> int:

@@ -182,6 +182,8 @@ class InferenceHandler:
     async def _serve(self, call: Call, client: ClientStream, record: RequestRecord, estimate: int,
                      token_cap: int | None) -> None:
         """The pool's engines, or the fallback model's when the pool is saturated or too slow."""
+        if not any(p.upstreams for p in call.pools) and any(p.asleep for p in call.pools):
+            call = await self._woken(call, client, record)
         fallback, queues = self._fallback(call), self.state.queues
         if fallback is not None and queues.saturated(call.pools) and not queues.saturated(fallback.pools):
             return await self._serve_fallback(fallback, client, record, estimate, token_cap, "saturated")
@@ -190,6 +192,14 @@ class InferenceHandler:
             await self._queued(call, client, record, estimate, token_cap, budget)
         except UpstreamFailure:  # only a missed fallback budget gets here, before any byte went out
             await self._serve_fallback(fallback, client, record, estimate, token_cap, "slow")
+
+    async def _woken(self, call: Call, client: ClientStream, record: RequestRecord) -> Call:
+        """Every pool of the model sleeps at zero: wake it and serve the request once it is up."""
+        snapshot = lambda: self.state.snapshot.pools_for(call.key.tenant_id, call.hints.model)  # noqa: E731
+        pools, waited_ms = await self.state.waker.wait(call.pools, snapshot, record.model_name)
+        record.wake_wait_ms = waited_ms
+        client.extra_headers = [*client.extra_headers, (b"x-switchyard-wake-ms", str(round(waited_ms)).encode())]
+        return dataclasses.replace(call, pools=pools)
 
     def _fallback(self, call: Call) -> Call | None:
         """The same request addressed to the pools' fallback model, if one is routable."""

@@ -39,6 +39,9 @@ class Balancer:
         self._eject_after = eject_after
         self._chooser = PolicyChooser(metrics.observe_placement)
         self.outstanding: dict[int, int] = {}
+        # What each engine itself reported at its last health probe (running + waiting requests),
+        # from every gateway's traffic: the change bus's signals channel replaces it whole.
+        self.engine_load: dict[int, float] = {}
         self.ttft: dict[int, float] = {}
         self._failures: dict[int, int] = {}
         self.ejected: dict[int, Upstream] = {}
@@ -46,7 +49,7 @@ class Balancer:
     def choose(self, pools: tuple[Pool, ...], hints: RouteHints, exclude: set[int]) -> Upstream | None:
         """An engine for this request, or None when no healthy one is left."""
         unusable = exclude | set(self.ejected) if self.ejected else exclude
-        return self._chooser.choose(pools, hints, self.outstanding, self.ttft, unusable)
+        return self._chooser.choose(pools, hints, self.outstanding, self.ttft, unusable, self.engine_load)
 
     def observe_ttft(self, upstream: Upstream, seconds: float) -> None:
         """Feed the latency EWMA policy (first byte after the request went out)."""

@@ -22,12 +22,16 @@ class PolicyChooser:
         # the tuple, so its id cannot be reused while it is cached.
         self._by_pools: dict[int, tuple] = {}
 
-    def choose(self, pools: tuple[Pool, ...], hints, outstanding: dict, ttft: dict, unusable) -> Upstream | None:
+    def choose(self, pools: tuple[Pool, ...], hints, outstanding: dict, ttft: dict, unusable,
+               engine_load: dict | None = None) -> Upstream | None:
         """The policy's pick among the pools' engines; None when none is eligible.
 
         This gateway's view per instance id: `outstanding` requests, `ttft` EWMA, and the
         `unusable` ids (ejected or already tried for this request). Unusable engines stay in the
         list, marked ejected, so a hash ring keeps its shape and only their keys move.
+        An engine's load is this gateway's in-flight count, or what the engine last reported
+        (`engine_load`: running + waiting, other gateways' requests included) when that is more,
+        so least-loaded and bounded-load choices see the engine's queue, not only our share of it.
         """
         entry = self._by_pools.get(id(pools))
         if entry is None:
@@ -36,9 +40,15 @@ class PolicyChooser:
             entry = self._by_pools[id(pools)] = (
                 pools, {str(u.instance_id): u for pool in pools for u in pool.upstreams}, self._policy(pools))
         _, upstreams, policy = entry
-        endpoints = [Endpoint(eid, u.url, 1.0, outstanding.get(u.instance_id, 0), ttft.get(u.instance_id), True,
-                              u.instance_id in unusable)
-                     for eid, u in upstreams.items()]
+        if engine_load:
+            endpoints = [Endpoint(eid, u.url, 1.0, max(outstanding.get(u.instance_id, 0),
+                                                       int(engine_load.get(u.instance_id, 0))),
+                                  ttft.get(u.instance_id), True, u.instance_id in unusable)
+                         for eid, u in upstreams.items()]
+        else:
+            endpoints = [Endpoint(eid, u.url, 1.0, outstanding.get(u.instance_id, 0), ttft.get(u.instance_id),
+                                  True, u.instance_id in unusable)
+                         for eid, u in upstreams.items()]
         request = RouteRequest(str(hints.tenant_id), hints.model, hints.affinity, self._prefix(policy, hints))
         try:
             return upstreams[policy.choose(endpoints, request).id]

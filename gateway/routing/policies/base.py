@@ -23,7 +23,7 @@ class Endpoint:
     id: str
     url: str
     weight: float = 1.0  # relative share; 0 = never (e.g. a canary at 0 %)
-    outstanding: int = 0  # requests in flight from this gateway
+    outstanding: int = 0  # requests in flight at it: this gateway's, or the engine's own count when higher
     ttft_ewma: float | None = None  # seconds; None until the first response is measured
     healthy: bool = True
     ejected: bool = False  # taken out by outlier detection or draining
