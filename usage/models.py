@@ -47,7 +47,7 @@ class UsageEvent(models.Model):
         blank=True, default="", db_default="",
         help_text="The prompt's start after secret redaction, for the slow-requests page; cleared after "
                   "SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS.")
-    wake_wait_ms = models.FloatField(null=True, blank=True, db_default=None,
+    wake_wait_ms = models.FloatField(null=True, blank=True,
                                      help_text="How long the request waited for its deployment to wake from zero.")
 
     class Meta:

@@ -24,12 +24,13 @@ def _varied(tenant) -> list[dict]:
             "endpoint": "chat", "status_code": 200, "outcome": "ok", "prompt_tokens": 120,
             "completion_tokens": 30, "cached_tokens": 64, "ttft_ms": 12.345678901234567,
             "latency_ms": 1234.5678901234567, "redactions": 0, "cache_hit": False, "fallback_used": False,
-            "streamed": True, "redacted_prompt": "def f():\n\treturn '\\x' # ünïcode ✓ \\N"}
+            "streamed": True, "redacted_prompt": "def f():\n\treturn '\\x' # ünïcode ✓ \\N", "wake_wait_ms": None}
     shapes = [
         {},
         {"ttft_ms": None, "user_id": None, "model_version_id": None, "instance_id": None},
         {"cached_tokens": 500, "prompt_tokens": 40},  # the engine claims more cached than prompt
         {"cache_hit": True, "fallback_used": True, "streamed": False, "redactions": 3},
+        {"wake_wait_ms": 81234.5},  # waited for its deployment to wake from zero
         {"status_code": 429, "outcome": "rate_limited", "prompt_tokens": 0, "completion_tokens": 0,
          "cached_tokens": 0, "latency_ms": 0.0, "redacted_prompt": "", "api_key_prefix": ""},
         {"occurred_at": AT.replace(microsecond=0)},  # no fraction: SQLite's text has none either
