@@ -108,10 +108,19 @@ def test_cpu_argv_drops_gpu_flags_and_forces_float32():
 
 
 def test_gpu_argv_keeps_gpu_flags_and_the_model_dtype():
-    version = _version(engine_args={"tensor_parallel_size": 2}, quantization="awq")
-    flags = _pairs(render_vllm_argv(version, model_path="/m", served_model_name="q", port=1, cpu=False))
+    version = _version(engine_args={"max_num_seqs": 32}, quantization="awq")
+    flags = _pairs(render_vllm_argv(version, model_path="/m", served_model_name="q", port=1, cpu=False,
+                                    tensor_parallel_size=2))
     assert flags["--tensor-parallel-size"] == "2" and flags["--gpu-memory-utilization"] == "0.9"
-    assert flags["--quantization"] == "awq" and "--dtype" not in flags
+    assert flags["--quantization"] == "awq" and "--dtype" not in flags and flags["--max-num-seqs"] == "32"
+
+
+def test_the_deployments_parallel_sizes_win_over_a_versions():
+    """The deployment's sizes decide the devices an engine is given; a version's own would contradict them."""
+    version = _version(engine_args={"tensor_parallel_size": 4, "pipeline_parallel_size": 2})
+    flags = _pairs(render_vllm_argv(version, model_path="/m", served_model_name="q", port=1, cpu=False,
+                                    tensor_parallel_size=2))
+    assert flags["--tensor-parallel-size"] == "2" and "--pipeline-parallel-size" not in flags
 
 
 def test_explicit_dtype_wins_on_cpu():
