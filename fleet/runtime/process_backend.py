@@ -39,7 +39,7 @@ class ProcessBackend(RuntimeBackend):
             reason = capacity.shortfall(need)
             if reason:
                 raise NoCapacity(reason)
-            port = processes.free_port()
+            port = processes.free_port(taken=processes.engine_ports())
             return processes.spawn(self.argv(instance, port), owner=owner, backend=self.name, instance_id=instance.pk,
                                    port=port, env={**self.extra_env(instance), **need.environment()},
                                    cwd=str(settings.BASE_DIR))

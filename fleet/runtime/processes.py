@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,11 +47,25 @@ class EngineOwner:
         return {NAMESPACE_VAR: self.namespace, TOKEN_VAR: self.token}
 
 
-def free_port() -> int:
-    """An unused TCP port; another process may take it before the engine binds (accepted: see sockets.py)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_port(taken: Collection[int] = ()) -> int:
+    """An unused TCP port not in `taken`; a foreign process may still take it before the engine binds
+    (accepted: see sockets.py)."""
+    for _ in range(64):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in taken:
+            return port
+    raise OSError("no free TCP port outside the engines' ports")
+
+
+def engine_ports() -> set[int]:
+    """Ports given to every live engine on the host, of any install — bound or still loading.
+
+    A freshly spawned engine binds its port only after its interpreter starts, so the kernel may
+    offer the same port to the next start; callers pick under capacity.host_lock() and skip these.
+    """
+    return {proc["port"] for _, proc in engine_processes() if proc["port"]}
 
 
 def log_path(namespace: str, instance_id: int) -> Path:

@@ -94,3 +94,21 @@ def test_no_replacement_before_the_failed_engine_is_reaped(published_version):
     assert set(states(deployment.pk)) == {first}
     converge(deployment.pk, lambda: ready_ids(deployment.pk) - {first})
     assert Instance.objects.get(replaces_id=first).restart_count == 1
+
+
+def test_engines_started_back_to_back_get_distinct_ports(published_version):
+    """The kernel may offer a just-given port again until the engine binds it: starts skip live engines' ports."""
+    deployment = Deployment.objects.create(name="ports", model_version=published_version, min_replicas=0,
+                                           max_replicas=4, runtime_backend=BuiltinRuntime.SIMULATOR)
+    backend = get_backend("simulator")
+    instances = [Instance.objects.create(deployment=deployment) for _ in range(4)]
+    try:
+        ports = [backend.start(instance).port for instance in instances]
+        assert len(set(ports)) == 4
+        from fleet.runtime import processes
+
+        assert set(ports) <= processes.engine_ports()
+    finally:
+        for instance in instances:
+            backend.stop(instance, grace=2)
+    assert engine_pids() == {}
