@@ -124,7 +124,7 @@ def _pool(deployment, ready_instances) -> Pool:
         for i in ready_instances)
     return Pool(deployment_id=deployment.pk, tenant_id=deployment.tenant_id,
                 model_version_id=deployment.model_version_id,
-                policy=getattr(deployment, "routing_policy", "") or DEFAULT_POLICY,
+                policy=deployment.routing_policy or DEFAULT_POLICY,
                 supports_priority=_supports_priority(deployment), upstreams=upstreams,
                 fallback_model=deployment.fallback_model_name, wake_timeout=_wake_timeout(deployment))
 
