@@ -38,6 +38,17 @@ def create_api_key(*, tenant, name: str, scopes, role: str = Role.DEVELOPER, use
     return minted
 
 
+def create_platform_key(*, name: str, user, expires_at=None, actor: Actor) -> MintedKey:
+    """Mint a tenant-less key for platform automation, acting as `user` (who must be platform staff).
+
+    It carries exactly the `admin` scope: platform powers ignore scopes, so a narrower tenant-less
+    key would promise a limit it cannot keep. Bound to a person, it loses every power the moment
+    that person stops being staff.
+    """
+    return create_api_key(tenant=None, name=name, scopes=[Scope.ADMIN], role=Role.OWNER, user=user,
+                          expires_at=expires_at, actor=actor)
+
+
 def _insert_key(**fields) -> MintedKey:
     for _ in range(5):  # a prefix collision is astronomically rare; retry rather than fail
         raw = keyformat.generate_key()
@@ -60,8 +71,10 @@ def _validate_key_fields(*, tenant, name, scopes, role, user, expires_at) -> Non
         errors["role"] = f"Choose one of: {', '.join(Role.values)}."
     if expires_at is not None and expires_at <= timezone.now():
         errors["expires_at"] = "The expiry must be in the future."
-    if tenant is None and not (user is not None and user.is_staff):
+    if tenant is None and not (user is not None and (user.is_staff or user.is_superuser)):
         errors["tenant"] = "Only platform staff may hold a key that is not bound to a tenant."
+    elif tenant is None and set(scopes or ()) != {Scope.ADMIN}:
+        errors["scopes"] = "A platform (tenant-less) key carries exactly the admin scope."
     if errors:
         raise ValidationError(errors)
 

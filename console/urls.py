@@ -32,6 +32,7 @@ urlpatterns = [
     # API keys
     path("keys/", keys.key_list, name="keys"),
     path("keys/new", keys.key_create, name="key-create"),
+    path("keys/platform/new", keys.platform_key_create, name="platform-key-create"),
     path("keys/<int:key_id>/revoke", keys.key_revoke, name="key-revoke"),
     path("keys/<int:key_id>/rotate", keys.key_rotate, name="key-rotate"),
     # Fleet

@@ -42,6 +42,16 @@ class ApiKeyCreateSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
+@extend_schema_serializer(examples=[OpenApiExample(
+    "A key for the platform's CI", value={"name": "terraform", "expires_at": "2027-01-01T00:00:00Z"},
+    request_only=True)])
+class PlatformKeyCreateSerializer(serializers.Serializer):
+    """A platform key: the `admin` scope, no tenant, owned by the platform admin who mints it."""
+
+    name = serializers.CharField(max_length=100)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
 class ApiKeyRotateSerializer(serializers.Serializer):
     grace_seconds = serializers.IntegerField(required=False, min_value=0, max_value=30 * 24 * 3600,
                                              help_text="How long the old key keeps working (default 86400).")

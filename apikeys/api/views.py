@@ -1,6 +1,6 @@
-"""API keys of one tenant. Developers manage only their own inference keys."""
+"""API keys of one tenant (developers manage only their own inference keys), and platform keys."""
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
@@ -10,7 +10,7 @@ from apikeys.api import serializers as s
 from apikeys.models import ApiKey
 from apikeys.scopes import Scope
 from audit.actor import Actor
-from controlplane.api.viewsets import TenantChildViewSet
+from controlplane.api.viewsets import PrincipalMixin, TenantChildViewSet
 from tenants.access import effective_role, has_perm
 from tenants.roles import Perm, Resource, Role, outranks_or_equals
 
@@ -88,3 +88,48 @@ class ApiKeyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveMo
         if not outranks_or_equals(effective_role(self.principal, self.get_tenant()), key.role):
             raise PermissionDenied("Your role cannot manage a key with a role above your own.")
         return key
+
+
+class PlatformKeyViewSet(PrincipalMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Platform (tenant-less) keys: platform admins mint them for automation that needs no console session.
+
+    Each key belongs to the platform admin who mints it and acts as them, so it loses every power
+    the moment they stop being staff. Anyone else gets 403, whatever their roles in tenants.
+    """
+
+    queryset = ApiKey.objects.filter(tenant__isnull=True).select_related("user", "rotated_from")
+    serializer_class = s.ApiKeySerializer
+    lookup_value_regex = r"[0-9]+"
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # authentication first: anonymous → 401
+        if not self.principal.is_platform_admin:
+            raise PermissionDenied("Only platform admins may see or mint platform keys.")
+
+    @extend_schema(request=s.PlatformKeyCreateSerializer, responses={201: s.MintedKeySerializer})
+    def create(self, request):
+        serializer = s.PlatformKeyCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        minted = services.create_platform_key(user=request.user, actor=Actor.from_request(request),
+                                              **serializer.validated_data)
+        return Response(s.minted_response(minted), status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=s.ApiKeySerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, pk=None):
+        key = services.revoke_api_key(self.get_object(), actor=Actor.from_request(request))
+        return Response(s.ApiKeySerializer(key).data)
+
+    def destroy(self, request, pk=None):
+        """DELETE revokes (keys are kept for the record, never erased)."""
+        services.revoke_api_key(self.get_object(), actor=Actor.from_request(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=s.ApiKeyRotateSerializer, responses={201: s.MintedKeySerializer})
+    @action(detail=True, methods=["post"])
+    def rotate(self, request, pk=None):
+        serializer = s.ApiKeyRotateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        grace = serializer.validated_data.get("grace_seconds")
+        minted = services.rotate_api_key(self.get_object(), grace_seconds=grace, actor=Actor.from_request(request))
+        return Response(s.minted_response(minted), status=status.HTTP_201_CREATED)

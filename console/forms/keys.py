@@ -25,3 +25,16 @@ class KeyCreateForm(forms.Form):
     def expires_at(self):
         days = self.cleaned_data.get("expires_in_days")
         return timezone.now() + timedelta(days=days) if days else None
+
+
+class PlatformKeyCreateForm(forms.Form):
+    """A platform key: scope `admin`, no tenant, acting as the platform admin who mints it."""
+
+    prefix = "platform"
+    name = forms.CharField(max_length=100, help_text="What automation uses it, e.g. “terraform”.")
+    expires_in_days = forms.IntegerField(label="Expires in (days)", required=False, min_value=1, max_value=3650,
+                                         help_text="Empty: never expires.")
+
+    def expires_at(self):
+        days = self.cleaned_data.get("expires_in_days")
+        return timezone.now() + timedelta(days=days) if days else None

@@ -2,13 +2,14 @@
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
-from apikeys.api.views import ApiKeyViewSet
+from apikeys.api.views import ApiKeyViewSet, PlatformKeyViewSet
 from quotas.api.views import QuotaPolicyViewSet
 from tenants.api.views import InvitationViewSet, MembershipViewSet, TenantViewSet
 
 router = SimpleRouter()
 router.trailing_slash = "/?"  # accept paths with and without the final slash
 router.register("tenants", TenantViewSet, basename="tenant")
+router.register("platform/keys", PlatformKeyViewSet, basename="platform-key")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/members", MembershipViewSet, basename="member")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/invitations", InvitationViewSet, basename="invitation")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/keys", ApiKeyViewSet, basename="api-key")

@@ -58,6 +58,7 @@ def build_world(alice, bob):
     target_dev = make_member(a, Role.DEVELOPER, make_user("target-dev"))
     target_viewer = make_member(a, Role.VIEWER, make_user("target-viewer"))
     key_holder = make_member(a, Role.DEVELOPER, make_user("key-holder"))
+    platform_ops = make_user("platform-ops", staff=True)
     versions = _versions()
     dep = _deployment(a, versions.main, "coder-a", instances=2)
     from audit.models import AuditEvent
@@ -75,6 +76,8 @@ def build_world(alice, bob):
         dep=dep, instances=list(dep.instances.order_by("pk")),
         doomed=_deployment(a, versions.main, "doomed-a"),
         dep_b=_deployment(b, versions.main, "coder-b"), shared=_deployment(None, versions.main, "shared-pool"),
+        # another platform admin's platform keys: one to revoke, one to rotate, one to DELETE
+        platform_keys=[make_key(None, platform_ops, name=f"platform {n}").api_key for n in range(3)],
     )
     for tenant in (a, b):
         BudgetState.objects.create(tenant=tenant, checked_at=timezone.now())

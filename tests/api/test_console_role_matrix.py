@@ -92,6 +92,13 @@ ROWS = [
      (302, 302, 302, 302, 404, 403, 404)),
     ("key-rotate", "POST", lambda c, w, me: c.post(url("key-rotate", me.own_keys[1].pk)), "status",
      (200, 200, 200, 200, 404, 403, 404)),
+    # platform keys: platform staff only; everyone else finds no such page or key
+    ("platform-key-create", "POST", lambda c, w, me: c.post(url("platform-key-create"), {"platform-name": "ci"}),
+     "status", (200,) + (404,) * 6),
+    ("key-revoke", "POST", lambda c, w, me: c.post(url("key-revoke", w.platform_keys[0].pk)), "status",
+     (302,) + (404,) * 6),
+    ("key-rotate", "POST", lambda c, w, me: c.post(url("key-rotate", w.platform_keys[1].pk)), "status",
+     (200,) + (404,) * 6),
     # the fleet: owners and admins of the tenant, platform staff everywhere
     ("deploy", "POST", lambda c, w, me: c.post(url("deploy"), {
         "tenant": A, "name": "console-new", "model_version": w.versions.main.pk, "runtime_backend": "simulator",

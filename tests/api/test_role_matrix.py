@@ -18,6 +18,7 @@ from tenants.roles import ROLE_PERMISSIONS, Perm, Role
 from tests.api.conftest import client_for
 from tests.api.matrix_world import ROLES, actor, build_world
 from tests.conftest import bearer
+from tests.factories import make_key
 
 P = Perm
 OPERATIONAL = {P.VIEW_FLEET, P.VIEW_REGISTRY, P.VIEW_USAGE}
@@ -94,6 +95,19 @@ ROWS = [
      (200, 200, 200, 404, 403, 403, 403)),
     ("api-key-rotate", "POST", lambda c, w, me: c.post(f"{T}/keys/{w.others_keys[1].pk}/rotate/", {}, format="json"),
      "status", (201, 201, 201, 404, 403, 403, 403)),
+    # platform keys: platform admins only (a tenant role, however high, is no platform power)
+    ("platform-key-list", "GET", lambda c, w, me: c.get("/api/v1/platform/keys/"), "status", (200,) + (403,) * 6),
+    ("platform-key-detail", "GET", lambda c, w, me: c.get(f"/api/v1/platform/keys/{w.platform_keys[0].pk}/"),
+     "status", (200,) + (403,) * 6),
+    ("platform-key-list", "POST", lambda c, w, me: c.post("/api/v1/platform/keys/", {"name": "ci"}, format="json"),
+     "status", (201,) + (403,) * 6),
+    ("platform-key-revoke", "POST", lambda c, w, me: c.post(f"/api/v1/platform/keys/{w.platform_keys[0].pk}/revoke/"),
+     "status", (200,) + (403,) * 6),
+    ("platform-key-rotate", "POST", lambda c, w, me: c.post(f"/api/v1/platform/keys/{w.platform_keys[1].pk}/rotate/",
+                                                            {"grace_seconds": 0}, format="json"),
+     "status", (201,) + (403,) * 6),
+    ("platform-key-detail", "DELETE", lambda c, w, me: c.delete(f"/api/v1/platform/keys/{w.platform_keys[2].pk}/"),
+     "status", (204,) + (403,) * 6),
     # quotas
     ("quota-list", "GET", lambda c, w, me: c.get(f"{T}/quotas/"), "status", (200, 200, 200, 200, 403, 200, 403)),
     ("quota-detail", "GET", lambda c, w, me: c.get(f"{T}/quotas/{w.tenant_quota.pk}/"), "status",
@@ -278,6 +292,14 @@ def test_role_matrix(world, role, cred):
 def test_platform_staff_column(world, charlie):
     me = actor(world, "platform", staff=charlie.user)
     assert _compare(run_column(client_for("session", me.user, None), world, me), "platform") == {}
+    assert Tenant.objects.filter(pk=world.a.pk).exists() and not Tenant.objects.filter(slug="fresh").exists()
+
+
+def test_platform_key_column(world, charlie):
+    """A platform key alone (no session, no CSRF token) answers every route as platform staff's session does."""
+    me = actor(world, "platform", staff=charlie.user)
+    platform_key = make_key(None, charlie.user, name="automation").raw
+    assert _compare(run_column(bearer(platform_key), world, me), "platform") == {}
     assert Tenant.objects.filter(pk=world.a.pk).exists() and not Tenant.objects.filter(slug="fresh").exists()
 
 

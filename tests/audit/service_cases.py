@@ -111,7 +111,8 @@ def build_world(model_root: Path) -> SimpleNamespace:
     for name in ("coder", "tiny-coder"):
         (model_root / name).mkdir()
     return SimpleNamespace(tenant=tenant, owner=owner, dev=dev, keys=keys, policy=policy, invitation=invitation,
-                           guest=make_user("guest"), dev_membership=dev.memberships.get(tenant=tenant), model=model,
+                           guest=make_user("guest"), staff=make_user("root-ops", staff=True),
+                           dev_membership=dev.memberships.get(tenant=tenant), model=model,
                            versions=versions, deployment=deployment, instance=instance, model_root=model_root)
 
 
@@ -167,6 +168,8 @@ CASES = {
         username=w.owner.username, actor=ACTOR), ["platform_admin.password_reset"]),
     "apikeys.create_api_key": (lambda w: apikeys.create_api_key(tenant=w.tenant, name="k", scopes=["inference"],
                                                                 actor=ACTOR), ["api_key.create"]),
+    "apikeys.create_platform_key": (lambda w: apikeys.create_platform_key(
+        name="terraform", user=w.staff, actor=ACTOR), ["api_key.create"]),
     "apikeys.revoke_api_key": (lambda w: apikeys.revoke_api_key(w.keys[0].api_key, actor=ACTOR), ["api_key.revoke"]),
     "apikeys.rotate_api_key": (lambda w: apikeys.rotate_api_key(w.keys[0].api_key, grace_seconds=60, actor=ACTOR),
                                ["api_key.rotate"]),
