@@ -2,7 +2,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
-from console.views import (audit, auth, budgets, fleet, keys, members, overview, prices, quotas, registry, slow,
+from console.views import (audit, auth, budgets, fleet, join, keys, members, overview, prices, quotas, registry, slow,
                            tenants, usage)
 
 app_name = "console"
@@ -27,6 +27,7 @@ urlpatterns = [
     path("tenants/<slug:slug>/invitations/<int:invitation_id>/revoke", members.invitation_revoke,
          name="invitation-revoke"),
     path("invitations/", members.my_invitations, name="invitations"),
+    path("join/<str:token>/", join.join, name="join"),  # public: the one-time token is the credential
     re_path(r"^invitations/(?P<invitation_id>[0-9]+)/(?P<answer>accept|decline)$", members.invitation_answer,
             name="invitation-answer"),
     # API keys

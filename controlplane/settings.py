@@ -221,7 +221,8 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "controlplane.api.schema.add_error_components"],
     "ENUM_NAME_OVERRIDES": {"KeyStateEnum": "apikeys.api.serializers.KEY_STATES",
-                            "InstanceRoleEnum": "fleet.models.InstanceRole", "RoleEnum": "tenants.roles.Role"},
+                            "InstanceRoleEnum": "fleet.models.InstanceRole", "RoleEnum": "tenants.roles.Role",
+                            "TenantStatusEnum": "tenants.models.TenantStatus"},
 }
 
 # --- Switchyard ---
@@ -246,6 +247,18 @@ SWITCHYARD_KEY_ROTATION_GRACE_SECONDS = env_int(
 SWITCHYARD_DEFAULT_USER_RPM = env_int("SWITCHYARD_DEFAULT_USER_RPM", 120, minimum=1)
 # How long an invitation to join a tenant stays open (tenants.services.invite_member).
 SWITCHYARD_INVITATION_DAYS = env_int("SWITCHYARD_INVITATION_DAYS", 14, minimum=1, maximum=365)
+# Where the console is reached from outside: the base of the links e-mails carry (invitations).
+SWITCHYARD_CONSOLE_URL = env_str("SWITCHYARD_CONSOLE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# --- E-mail (invitation links): printed to the console unless an SMTP server is configured. ---
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str_or_file("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Switchyard <switchyard@localhost>")
+
 # Sign-in limits (console/login_throttle.py, docs/console.md): failures are counted per username and per
 # address independently within the window; reaching a limit locks that username / address for LOCK_SECONDS.
 SWITCHYARD_LOGIN_WINDOW_SECONDS = env_int("SWITCHYARD_LOGIN_WINDOW_SECONDS", 15 * 60, minimum=1, maximum=24 * 3600)

@@ -96,6 +96,9 @@ class Invitation(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     expires_at = models.DateTimeField()
+    # SHA-256 of the one-time link's token (tenants.invitation_links); the token itself is only e-mailed.
+    # Renewing the invitation replaces it, so an older link stops working.
+    token_hash = models.CharField(max_length=64, null=True, blank=True, unique=True, editable=False)
 
     class Meta:
         ordering = ["tenant", "-created_at", "-id"]

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from audit.actor import Actor
 from audit.services import record_event
+from tenants import invitation_links as links
 from tenants.models import Invitation, InvitationStatus, Membership, Tenant, TenantStatus
 from tenants.roles import Role
 
@@ -25,8 +26,14 @@ def membership_view(membership: Membership) -> dict:
     return {"user": membership.user.get_username(), "email": membership.user.email, "role": membership.role}
 
 
-def create_tenant(*, slug: str, name: str, region: str = "local", isolation: str = "shared", actor: Actor) -> Tenant:
-    """Create a tenant with its tenant-wide quota policy (default limits)."""
+def create_tenant(*, slug: str, name: str, region: str = "local", isolation: str = "shared",
+                  admin_email: str | None = None, actor: Actor) -> Tenant:
+    """Create a tenant with its tenant-wide quota policy (default limits), and invite its first owner.
+
+    `admin_email` receives an owner invitation by e-mail (a one-time link); the REST API and the
+    console require it, so no tenant is left without a way to get an owner. Operators who add an
+    owner at once use `add_member` (manage.py create_tenant --admin-email).
+    """
     from quotas.services import create_quota_policy
 
     tenant = Tenant(slug=slug, name=name, region=region, isolation=isolation)
@@ -35,6 +42,8 @@ def create_tenant(*, slug: str, name: str, region: str = "local", isolation: str
         tenant.save()
         record_event(actor=actor, action="tenant.create", tenant=tenant, target=tenant, after=tenant_view(tenant))
         create_quota_policy(tenant=tenant, actor=actor)
+        if admin_email:
+            invite_member(tenant=tenant, email=admin_email, role=Role.OWNER, actor=actor)
     return tenant
 
 
@@ -158,11 +167,47 @@ def invite_member(*, tenant: Tenant, email: str, role: str, username: str = "", 
         invitation = invitation or Invitation(tenant=tenant, email=email)
         invitation.role, invitation.username, invitation.invited_by = role, username or "", actor.user
         invitation.expires_at = timezone.now() + timedelta(days=settings.SWITCHYARD_INVITATION_DAYS)
+        token = links.new_token()
+        invitation.token_hash = links.hash_token(token)  # a renewal replaces the link: the old one stops working
         invitation.full_clean()
         invitation.save()
         record_event(actor=actor, action="member.invite", tenant=tenant, target=invitation, before=before,
                      after=invitation_view(invitation))
+        transaction.on_commit(lambda: links.send_invitation_mail(
+            email=email, tenant_name=tenant.name, role=Role(role).label.lower(), expires_at=invitation.expires_at,
+            token=token))
     return invitation
+
+
+def invitation_for_token(token: str) -> Invitation | None:
+    """The invitation a link's token belongs to, whatever its state (the page says why a link is dead)."""
+    if not token or len(token) > 100:
+        return None
+    return Invitation.objects.select_related("tenant").filter(token_hash=links.hash_token(token)).first()
+
+
+def join_with_password(invitation: Invitation, *, username: str, password: str,
+                       actor: Actor | None = None) -> Membership:
+    """An invitee without an account creates one through the link (local sign-in) and joins at once.
+
+    The link proves control of the address, as a password-reset link would. An address that already
+    has an account signs in and accepts instead: a link never sets an existing account's password.
+    """
+    User = get_user_model()
+    with transaction.atomic():
+        invitation = Invitation.objects.select_for_update().select_related("tenant").get(pk=invitation.pk)
+        if not invitation.is_open(timezone.now()):
+            raise ValidationError({"invitation": "This invitation is no longer open."})
+        if User.objects.filter(email__iexact=invitation.email).exists():
+            raise ValidationError({"email": "An account has this address already: sign in to accept."})
+        user = User(username=username, email=invitation.email)
+        user.set_password(password)
+        user.full_clean()
+        user.save()
+        actor = actor or Actor.for_user(user)  # by default the new account acts: it is who followed the link
+        record_event(actor=actor, action="user.create", target=user,
+                     after={"username": user.username, "email": user.email, "via": "invitation"})
+        return accept_invitation(invitation, user=user, actor=actor)
 
 
 def accept_invitation(invitation: Invitation, *, user, actor: Actor) -> Membership:

@@ -11,6 +11,8 @@ class TenantCreateForm(forms.Form):
     name = forms.CharField(max_length=200)
     region = forms.CharField(max_length=64, initial="local")
     isolation = forms.ChoiceField(choices=Isolation.choices, initial=Isolation.SHARED)
+    admin_email = forms.EmailField(label="Owner's e-mail",
+                                   help_text="Invited as the tenant's first owner (a one-time link).")
 
 
 class MemberAddForm(forms.Form):

@@ -32,8 +32,8 @@ def member_add(request, slug):
     data = form.cleaned_data
     # The same words whether or not an account has the address: nothing is looked up (docs/roles.md).
     run_service(request, lambda: services.invite_member(tenant=tenant, **data, actor=Actor.from_request(request)),
-                f"{data['email']} is invited as {data['role']}; they join when the account with that address "
-                "accepts.")
+                f"{data['email']} is invited as {data['role']}: an e-mail with a one-time link is on its way; "
+                "they join when they accept it.")
     return redirect("console:tenant", slug=slug)
 
 

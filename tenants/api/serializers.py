@@ -15,12 +15,14 @@ class TenantSerializer(serializers.ModelSerializer):
 
 
 @extend_schema_serializer(examples=[OpenApiExample(
-    "A shared-pool tenant", value={"slug": "acme", "name": "Acme", "region": "eu-west"}, request_only=True)])
+    "A shared-pool tenant",
+    value={"slug": "acme", "name": "Acme", "region": "eu-west", "admin_email": "it@acme.example"}, request_only=True)])
 class TenantCreateSerializer(serializers.Serializer):
-    """Platform admins only."""
+    """Platform admins only. The first owner is invited by e-mail (a one-time link)."""
 
     slug = serializers.CharField(max_length=63, validators=[slug_validator])
     name = serializers.CharField(max_length=200)
+    admin_email = serializers.EmailField(help_text="The tenant's first owner: invited by e-mail with a one-time link.")
     region = serializers.CharField(max_length=64, required=False, default="local")
     isolation = serializers.ChoiceField(choices=Isolation.choices, required=False, default=Isolation.SHARED)
 
@@ -28,6 +30,18 @@ class TenantCreateSerializer(serializers.Serializer):
         if Tenant.objects.filter(slug=value).exists():
             raise serializers.ValidationError("A tenant with this slug already exists.")
         return value
+
+
+class TenantCreatedSerializer(TenantSerializer):
+    owner_invitation = serializers.SerializerMethodField(help_text="The first owner's pending invitation.")
+
+    class Meta(TenantSerializer.Meta):
+        fields = TenantSerializer.Meta.fields + ["owner_invitation"]
+        read_only_fields = fields
+
+    def get_owner_invitation(self, tenant) -> dict | None:
+        invitation = tenant.invitations.filter(role=Role.OWNER, status="pending").first()
+        return InvitationSerializer(invitation).data if invitation else None
 
 
 class TenantUpdateSerializer(serializers.Serializer):

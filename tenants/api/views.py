@@ -34,12 +34,12 @@ class TenantViewSet(PrincipalMixin, viewsets.GenericViewSet):
     def retrieve(self, request, slug=None):
         return Response(self.get_serializer(self.get_object()).data)
 
-    @extend_schema(request=s.TenantCreateSerializer, responses=s.TenantSerializer)
+    @extend_schema(request=s.TenantCreateSerializer, responses={201: s.TenantCreatedSerializer})
     def create(self, request):
         self._require_platform()
         data = self._valid(s.TenantCreateSerializer)
         tenant = services.create_tenant(**data, actor=Actor.from_request(request))
-        return Response(s.TenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
+        return Response(s.TenantCreatedSerializer(tenant).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.PlatformTenantUpdateSerializer, responses=s.TenantSerializer)
     def partial_update(self, request, slug=None):

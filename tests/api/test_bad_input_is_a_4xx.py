@@ -187,7 +187,7 @@ def _valid_writes(world) -> list[tuple[str, str, dict]]:
     quota = QuotaPolicy.objects.get(tenant=world.tenant, user__isnull=False)
     model_pk = draft.model_id
     return [
-        ("post", "/api/v1/tenants/", {"slug": "fresh", "name": "Fresh", "region": "eu"}),
+        ("post", "/api/v1/tenants/", {"slug": "fresh", "name": "Fresh", "region": "eu", "admin_email": "o@fresh.test"}),
         ("patch", f"{T}/", {"name": "Renamed", "region": "eu"}),
         ("post", f"{T}/members/", {"email": "new@example.test", "role": "viewer", "username": "newbie"}),
         ("patch", f"{T}/members/{member.pk}/", {"role": "viewer"}),

@@ -40,6 +40,9 @@ ROWS = [
     ("no-access", "GET", lambda c, w, me: c.get(url("no-access")), "status", (200,) * 7),
     ("invitations", "GET", lambda c, w, me: c.get(url("invitations")), "status", (200,) * 7),
     ("login", "GET", lambda c, w, me: c.get(url("login")), "status", (302,) * 7),  # signed in already
+    # an invitation link: the token is the credential, so a made-up one is the same 404 page for everyone
+    ("join", "GET", lambda c, w, me: c.get(url("join", "made-up-token")), "status", (404,) * 7),
+    ("join", "POST", lambda c, w, me: c.post(url("join", "made-up-token")), "status", (404,) * 7),
     ("tenants", "GET", lambda c, w, me: c.get(url("tenants")), "status", OPS),
     ("tenant", "GET", lambda c, w, me: c.get(url("tenant", A)), "status", OPS),
     ("keys", "GET", lambda c, w, me: c.get(url("keys")), "status", OPS),
@@ -125,7 +128,8 @@ ROWS = [
     ("price-create", "POST", lambda c, w, me: c.post(url("price-create"), {
         "gpu_type": "H200", "unit": "gpu", "hourly_usd": "3.1"}), "status", (302, 403, 403, 403, 404, 403, 404)),
     ("tenant-create", "POST", lambda c, w, me: c.post(url("tenant-create"), {
-        "slug": "fresh", "name": "Fresh", "region": "local", "isolation": "shared"}), "status", PLATFORM),
+        "slug": "fresh", "name": "Fresh", "region": "local", "isolation": "shared",
+        "admin_email": "owner@fresh.test"}), "status", PLATFORM),
     ("tenant-status", "POST", lambda c, w, me: c.post(url("tenant-status", A, "suspend")), "status", PLATFORM),
     ("tenant-status", "POST", lambda c, w, me: c.post(url("tenant-status", A, "activate")), "status", PLATFORM),
     ("logout", "POST", lambda c, w, me: c.post(url("logout")), "status", (302,) * 7),  # last: it signs out

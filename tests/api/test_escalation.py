@@ -253,7 +253,7 @@ def test_a_staff_members_tenant_less_key_is_a_platform_key_only_with_the_admin_s
     ApiKey.objects.filter(pk=narrow_key.api_key.pk).update(scopes=[Scope.AUDIT_READ])
     narrow = narrow_key.raw
     broad = make_key(None, charlie.user, scopes=(Scope.ADMIN,), name="platform key").raw
-    create = {"slug": "fresh", "name": "Fresh"}
+    create = {"slug": "fresh", "name": "Fresh", "admin_email": "owner@fresh.test"}
     assert bearer(narrow).post("/api/v1/tenants/", create, format="json").status_code == 403
     assert bearer(narrow).get("/api/v1/deployments/").status_code == 403
     assert bearer(narrow).get(f"/api/v1/tenants/{alice.tenant.slug}/").status_code == 404

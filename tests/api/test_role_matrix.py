@@ -55,7 +55,7 @@ ROWS = [
     ("tenant-detail", "GET", lambda c, w, me: c.get(f"{T}/"), "status", (200,) * 7),
     ("tenant-detail", "PATCH", lambda c, w, me: c.patch(f"{T}/", {"name": "Renamed"}, format="json"), "status",
      (200, 200, 200, 403, 403, 403, 403)),
-    ("tenant-list", "POST", lambda c, w, me: c.post("/api/v1/tenants/", {"slug": "fresh", "name": "Fresh"},
+    ("tenant-list", "POST", lambda c, w, me: c.post("/api/v1/tenants/", {"slug": "fresh", "name": "Fresh", "admin_email": "owner@fresh.test"},
                                                     format="json"), "status", (201,) + (403,) * 6),
     # members and invitations
     ("member-list", "GET", lambda c, w, me: c.get(f"{T}/members/"), "status", (200, 200, 200, 200, 403, 200, 403)),

@@ -27,7 +27,10 @@ from apikeys.scopes import Scope
 from audit.models import AuditEvent
 from tests.factories import make_key
 
-PUBLIC = {"healthz", "api/schema/", "api/docs/", "console/login/"}  # plus STATIC_URL, not routed by Django
+PUBLIC = {"healthz", "api/schema/", "api/docs/", "console/login/",  # plus STATIC_URL, not routed by Django
+          "console/join/<str:token>/"}
+# Public routes whose path holds a one-time credential: a made-up one gets the "link not valid" page (404).
+PUBLIC_BY_TOKEN = {"console/join/<str:token>/"}
 LOGIN_PAGE = "/console/login/"
 # The admin's sign-in URL is itself a route checked here: it redirects to LOGIN_PAGE.
 LOGIN_PAGES = {LOGIN_PAGE, "/admin/login/"}
@@ -165,7 +168,7 @@ def test_route_refuses_without_valid_credentials(route, name, ids, keys, caplog)
     client, kind, problems, tried = APIClient(), _kind(route), {}, []
     if kind == "public":
         response = client.get(url)
-        assert response.status_code == 200, (url, response.status_code)
+        assert response.status_code == (404 if route in PUBLIC_BY_TOKEN else 200), (url, response.status_code)
         return
     for variant, query, headers, audited_prefix in variants(keys):
         if (kind == "html" and variant not in HTML_VARIANTS) or (kind == "api" and variant == "valid key as Bearer"):
@@ -227,7 +230,7 @@ def test_inference_only_key_is_refused_by_admin_api(route, name, ids, keys):
 
 @pytest.mark.parametrize("route,name", [r for r in ROUTES if _kind(r[0]) == "public"])
 def test_public_routes_answer_without_credentials(route, name, ids, api):
-    assert api.get(concrete(route, name, ids)).status_code == 200
+    assert api.get(concrete(route, name, ids)).status_code == (404 if route in PUBLIC_BY_TOKEN else 200)
 
 
 def test_the_same_valid_key_works_in_the_bearer_header(alice, keys):

@@ -105,7 +105,9 @@ def test_a_platform_admin_mints_one_over_rest_and_it_is_shown_once(alice, charli
     assert created.json()["scopes"] == ["admin"] and created.json()["username"] == "charlie"
     listed = session.get("/api/v1/platform/keys/").json()["results"]
     assert [row["prefix"] for row in listed] == [created.json()["prefix"]] and "key" not in listed[0]
-    assert bearer(raw).post("/api/v1/tenants/", {"slug": "made-by-key", "name": "K"}, format="json").status_code == 201
+    made = bearer(raw).post("/api/v1/tenants/", {"slug": "made-by-key", "name": "K", "admin_email": "o@k.test"},
+                            format="json")
+    assert made.status_code == 201
     row = AuditEvent.objects.filter(action="api_key.create").latest("seq")
     assert row.tenant_id is None and row.actor_label == "charlie" and raw not in json.dumps(row.after, default=str)
 
@@ -119,7 +121,7 @@ def test_tenant_roles_are_no_platform_power(alice):
 
 def test_a_platform_key_loses_its_powers_with_its_holders_staff_status(alice, charlie):
     raw = make_key(None, charlie.user, name="automation").raw
-    create = {"slug": "fresh", "name": "Fresh"}
+    create = {"slug": "fresh", "name": "Fresh", "admin_email": "o@fresh.test"}
     charlie.user.is_staff = charlie.user.is_superuser = False
     charlie.user.save()
     assert bearer(raw).post("/api/v1/tenants/", create, format="json").status_code == 403

@@ -34,6 +34,7 @@ READ_ONLY = {
     "tenants.membership_view": "the audit record's shape of a membership (pure)",
     "tenants.invitation_view": "the audit record's shape of an invitation (pure)",
     "tenants.invitation_email": "normalises an address (pure)",
+    "tenants.invitation_for_token": "reads the invitation an invitation link's token belongs to",
     "quotas.limits_for": "reads the policies that apply",
     "audit.issue_record": "what an issue event keeps of a manifest (pure)",
     "audit.latest_issued_manifest": "reads the newest issue event",
@@ -99,6 +100,8 @@ def build_world(model_root: Path) -> SimpleNamespace:
     policy = quotas.create_quota_policy(tenant=tenant, api_key=keys[0].api_key, actor=SYSTEM, requests_per_minute=5)
     invitation = Invitation.objects.create(tenant=tenant, email="guest@example.test", role="viewer",
                                            expires_at=timezone.now() + timedelta(days=1))
+    link_invitation = Invitation.objects.create(tenant=tenant, email="no-account-yet@example.test", role="developer",
+                                                expires_at=timezone.now() + timedelta(days=1))
     model = Model.objects.create(name="coder")
     versions = {status: ModelVersion.objects.create(model=model, version=status, artifact_uri="coder", status=status,
                                                     max_context=1024)
@@ -111,6 +114,7 @@ def build_world(model_root: Path) -> SimpleNamespace:
     for name in ("coder", "tiny-coder"):
         (model_root / name).mkdir()
     return SimpleNamespace(tenant=tenant, owner=owner, dev=dev, keys=keys, policy=policy, invitation=invitation,
+                           link_invitation=link_invitation,
                            guest=make_user("guest"), staff=make_user("root-ops", staff=True),
                            dev_membership=dev.memberships.get(tenant=tenant), model=model,
                            versions=versions, deployment=deployment, instance=instance, model_root=model_root)
@@ -143,6 +147,12 @@ def _scaled(w):
 CASES = {
     "tenants.create_tenant": (lambda w: tenants.create_tenant(slug="new-one", name="New", actor=ACTOR),
                               ["tenant.create", "quota.create"]),
+    "tenants.create_tenant:owner": (lambda w: tenants.create_tenant(slug="new-one", name="New", admin_email="o@n.test",
+                                                                    actor=ACTOR),
+                                    ["tenant.create", "quota.create", "member.invite"]),
+    "tenants.join_with_password": (lambda w: tenants.join_with_password(
+        w.link_invitation, username="newcomer", password="a long new passphrase 42", actor=ACTOR),
+        ["user.create", "member.invitation_accept", "member.add"]),
     "tenants.update_tenant": (lambda w: tenants.update_tenant(w.tenant, name="Renamed", actor=ACTOR), ["tenant.update"]),
     "tenants.set_tenant_status": (lambda w: tenants.set_tenant_status(w.tenant, "suspended", actor=ACTOR),
                                   ["tenant.suspend"]),

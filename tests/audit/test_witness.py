@@ -107,7 +107,8 @@ def test_an_admin_write_answers_before_the_witness_is_contacted(audit_head, char
     try:
         client = APIClient()
         client.force_login(charlie.user)  # signing in is itself an audited, witnessed write
-        response = client.post("/api/v1/tenants/", {"slug": "witnessed", "name": "Witnessed"}, format="json")
+        response = client.post("/api/v1/tenants/", {"slug": "witnessed", "name": "Witnessed",
+                                                          "admin_email": "o@w.test"}, format="json")
         assert response.status_code == 201
         assert witness_server.received == [] and not (tmp_path / "witness.jsonl").exists()
         messages = _drain(app, queue)

@@ -20,7 +20,9 @@ from tests.api.matrix_world import build_world
 from tests.api.test_console_role_matrix import CONSOLE_MATRIX
 
 GHOST = 987654321
-GLOBAL_ARGS = {"model_id", "version_id"}  # the registry: platform-wide
+# The registry is platform-wide; an invitation link's one-time token is the credential that opens it
+# (tests/tenants/test_invitation_links.py).
+GLOBAL_ARGS = {"model_id", "version_id", "token"}
 BODY = {"role": "viewer", "email": "x@example.test", "min_replicas": 1, "max_replicas": 1, "warm_pool_size": 0,
         "requests_per_minute": "1", "monthly_token_budget": "1", "subject": "user:1"}
 

@@ -108,7 +108,7 @@ def test_only_platform_admins_create_and_suspend_tenants(world, login):
     assert login("alice").post(reverse("console:tenant-status", args=["tenant-a", "suspend"])).status_code == 403
     charlie = login("charlie")
     charlie.post(reverse("console:tenant-create"), {"slug": "gamma", "name": "Gamma", "region": "local",
-                                                    "isolation": "dedicated"})
+                                                    "isolation": "dedicated", "admin_email": "it@gamma.test"})
     charlie.post(reverse("console:tenant-status", args=["gamma", "suspend"]))
     assert Tenant.objects.get(slug="gamma").status == "suspended"
 
