@@ -31,9 +31,11 @@ class PlatformKeyCreateForm(forms.Form):
     """A platform key: scope `admin`, no tenant, acting as the platform admin who mints it."""
 
     prefix = "platform"
-    name = forms.CharField(max_length=100, help_text="What automation uses it, e.g. “terraform”.")
-    expires_in_days = forms.IntegerField(label="Expires in (days)", required=False, min_value=1, max_value=3650,
-                                         help_text="Empty: never expires.")
+    # Labels of their own: the tenant key form is on the same page.
+    name = forms.CharField(label="Used by", max_length=100,
+                           help_text="The automation that holds it, e.g. “terraform”; the key's name.")
+    expires_in_days = forms.IntegerField(label="Platform key lifetime (days)", required=False, min_value=1,
+                                         max_value=3650, help_text="Empty: never expires.")
 
     def expires_at(self):
         days = self.cleaned_data.get("expires_in_days")
