@@ -1,16 +1,19 @@
 """Console routes (docs/console.md lists who may open each)."""
-from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
 from console.views import (audit, auth, budgets, fleet, join, keys, members, overview, prices, quotas, registry, slow,
                            tenants, usage)
+from sso import views as sso_views
 
 app_name = "console"
 
 urlpatterns = [
     path("", overview.home, name="home"),
     path("login/", auth.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", auth.LogoutView.as_view(), name="logout"),
+    # Single sign-on (docs/sso.md): the start of a provider's flow, and its one redirect URI
+    path("sso/callback/", sso_views.SignInCallback.as_view(), name="sso-callback"),
+    path("sso/<slug:provider>/", sso_views.SignInStart.as_view(), name="sso-start"),
     path("welcome/", overview.no_access, name="no-access"),
     # Tenants, members, quotas
     path("tenants/", tenants.tenant_list, name="tenants"),

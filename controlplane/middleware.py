@@ -1,4 +1,6 @@
 """Cross-cutting HTTP middleware: request ids, security headers and static files."""
+import functools
+
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from whitenoise.middleware import WhiteNoiseMiddleware
@@ -39,6 +41,24 @@ class RequestIdMiddleware:
         return response
 
 
+def _sso_origins() -> tuple[str, ...]:
+    """The origins of the configured identity providers (docs/sso.md): signing out of the console
+    redirects the sign-out form to the provider's logout, which `form-action 'self'` alone would block."""
+    from urllib.parse import urlsplit
+
+    from django.conf import settings
+
+    issuers = (fields["issuer"] for fields in getattr(settings, "SWITCHYARD_OIDC_PROVIDERS", {}).values())
+    return tuple(sorted({f"{u.scheme}://{u.netloc}" for u in map(urlsplit, issuers) if u.scheme and u.netloc}))
+
+
+@functools.lru_cache(maxsize=8)
+def _policy(sso_origins: tuple[str, ...]) -> str:
+    if not sso_origins:
+        return CONTENT_SECURITY_POLICY
+    return CONTENT_SECURITY_POLICY.replace("form-action 'self'", "form-action 'self' " + " ".join(sso_origins))
+
+
 class ContentSecurityPolicyMiddleware:
     """Adds a strict Content-Security-Policy to every response."""
 
@@ -47,7 +67,7 @@ class ContentSecurityPolicyMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        response.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        response.setdefault("Content-Security-Policy", _policy(_sso_origins()))
         return response
 
 

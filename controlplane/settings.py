@@ -17,6 +17,23 @@ from controlplane.env import (
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _oidc_providers(configured: dict) -> dict:
+    """Check each provider's fields at start; a secret may come from a file (`client_secret_file`)."""
+    required, optional = {"issuer", "client_id"}, {"label", "scopes", "groups_claim", "group_prefix"}
+    checked = {}
+    for name, fields in configured.items():
+        if not isinstance(fields, dict) or not required <= set(fields):
+            raise ImproperSetting(f"SWITCHYARD_OIDC_PROVIDERS[{name!r}] needs at least {sorted(required)}")
+        fields = dict(fields)
+        if "client_secret_file" in fields:
+            fields["client_secret"] = Path(fields.pop("client_secret_file")).read_text().strip()
+        unknown = set(fields) - required - optional - {"client_secret"}
+        if unknown or "client_secret" not in fields:
+            raise ImproperSetting(f"SWITCHYARD_OIDC_PROVIDERS[{name!r}]: unknown {sorted(unknown)} or no client_secret")
+        checked[name] = {"label": name, **fields}
+    return checked
 VAR_DIR = Path(env_str("SWITCHYARD_VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -44,6 +61,7 @@ INSTALLED_APPS = [
     "models_registry",
     "usage",
     "fleet",
+    "sso",
     "console",
 ]
 
@@ -116,6 +134,7 @@ else:
 
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
+    "sso.backend.SwitchyardOIDCBackend",  # answers only an OpenID Connect callback (docs/sso.md)
     "guardian.backends.ObjectPermissionBackend",
 ]
 AUTH_PASSWORD_VALIDATORS = [
@@ -247,6 +266,22 @@ SWITCHYARD_KEY_ROTATION_GRACE_SECONDS = env_int(
 SWITCHYARD_DEFAULT_USER_RPM = env_int("SWITCHYARD_DEFAULT_USER_RPM", 120, minimum=1)
 # How long an invitation to join a tenant stays open (tenants.services.invite_member).
 SWITCHYARD_INVITATION_DAYS = env_int("SWITCHYARD_INVITATION_DAYS", 14, minimum=1, maximum=365)
+# --- Single sign-on (docs/sso.md): OpenID Connect providers by name, e.g.
+# {"okta": {"label": "Okta", "issuer": "https://acme.okta.com/oauth2/default", "client_id": "…",
+#           "client_secret_file": "/run/secrets/okta", "groups_claim": "groups", "group_prefix": "switchyard"}}
+SWITCHYARD_OIDC_PROVIDERS = _oidc_providers(env_json_object("SWITCHYARD_OIDC_PROVIDERS", {}))
+# Password sign-in on the console (and creating an account from an invitation link). Off: SSO only.
+SWITCHYARD_LOCAL_SIGNIN = env_bool("SWITCHYARD_LOCAL_SIGNIN", True)
+SWITCHYARD_OIDC_TIMEOUT_SECONDS = env_int("SWITCHYARD_OIDC_TIMEOUT_SECONDS", 10, minimum=1, maximum=60)
+SWITCHYARD_OIDC_LEEWAY_SECONDS = env_int("SWITCHYARD_OIDC_LEEWAY_SECONDS", 30, minimum=0, maximum=300)
+# mozilla-django-oidc: the flow's safeguards on, whatever the provider allows.
+OIDC_USE_PKCE = True
+OIDC_USE_NONCE = True
+OIDC_STORE_ID_TOKEN = True  # for the provider's logout (id_token_hint)
+OIDC_AUTHENTICATION_CALLBACK_URL = "console:sso-callback"
+OIDC_CREATE_USER = True
+LOGIN_URL_SSO_FAILED = "/console/login/?sso=failed"
+
 # Where the console is reached from outside: the base of the links e-mails carry (invitations).
 SWITCHYARD_CONSOLE_URL = env_str("SWITCHYARD_CONSOLE_URL", "http://127.0.0.1:8000").rstrip("/")
 

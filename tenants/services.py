@@ -194,6 +194,8 @@ def join_with_password(invitation: Invitation, *, username: str, password: str,
     has an account signs in and accepts instead: a link never sets an existing account's password.
     """
     User = get_user_model()
+    if not settings.SWITCHYARD_LOCAL_SIGNIN:
+        raise ValidationError({"password": "Password sign-in is turned off: sign in through single sign-on."})
     with transaction.atomic():
         invitation = Invitation.objects.select_for_update().select_related("tenant").get(pk=invitation.pk)
         if not invitation.is_open(timezone.now()):

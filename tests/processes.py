@@ -50,3 +50,45 @@ def start_vllm(argv: list[str], log_path: Path) -> tuple[subprocess.Popen, str]:
         stop(proc, grace=30)
         raise
     return proc, url
+
+
+class OidcProvider:
+    """tests/oidc_provider (django-oauth-toolkit, OIDC on) in its own process on a loopback port."""
+
+    def __init__(self, state_dir: Path):
+        self.state_dir, self.port = state_dir, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.issuer = f"{self.url}/o"
+        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.oidc_provider.settings",
+                    "IDP_STATE_DIR": str(state_dir), "IDP_ISSUER": self.issuer}
+        for name in ("DATABASE_URL", "REDIS_URL"):  # its own SQLite file, nothing of the suite's
+            self.env.pop(name, None)
+        self.proc = None
+
+    def manage(self, *args: str) -> None:
+        subprocess.run([sys.executable, "-m", "django", *args], cwd=REPO_ROOT, env=self.env, check=True,
+                       capture_output=True)
+
+    def start(self) -> "OidcProvider":
+        self.manage("migrate", "-v0")
+        log_path = self.state_dir / "idp.log"
+        with log_path.open("w") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen([sys.executable, "-m", "django", "runserver", f"127.0.0.1:{self.port}",
+                                          "--noreload"], cwd=REPO_ROOT, env=self.env, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_http(self.issuer + "/.well-known/openid-configuration", proc=self.proc, timeout=60,
+                      output=lambda: log_path.read_text()[-4000:])
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
+
+    def misbehave(self, mode: str) -> None:
+        """'forged', 'expired', 'wrong-audience' for the next ID tokens; '' to behave again."""
+        (self.state_dir / "mode").write_text(mode)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop(self.proc, grace=10)
+            self.proc = None

@@ -1,9 +1,11 @@
 """The one-time invitation link: /console/join/<token>/ (public: the token is the credential).
 
 A dead link (unknown, expired, already used, revoked) is refused with a page that says which. An
-open one is accepted by the signed-in account holding the invited address, or — when no account has
-it — by creating one here with a password.
+open one is accepted by the signed-in account holding the invited address (signed in with a password
+or through an identity provider), or — when no account has it and local sign-in is on — by creating
+one here with a password.
 """
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model, login
 from django.shortcuts import redirect, render
@@ -14,6 +16,7 @@ from django.views.decorators.http import require_http_methods
 from audit.actor import Actor
 from console.forms.join import JoinForm
 from console.views.common import error_text, run_service
+from sso.providers import providers
 from tenants import services
 from tenants.models import InvitationStatus
 from tenants.services import invitation_email
@@ -36,8 +39,9 @@ def join(request, token):
     if request.user.is_authenticated:
         return _signed_in(request, invitation)
     has_account = get_user_model().objects.filter(email__iexact=invitation.email).exists()
-    if has_account:
-        return render(request, "console/join.html", {"invitation": invitation, "sign_in": True})
+    if has_account or not settings.SWITCHYARD_LOCAL_SIGNIN:
+        return render(request, "console/join.html", {"invitation": invitation, "sign_in": True,
+                                                      "sso_providers": providers().values()})
     return _create_account(request, invitation)
 
 
@@ -77,4 +81,5 @@ def _create_account(request, invitation):
             messages.success(request, f"Welcome: you are now {membership.role} in {invitation.tenant.slug}.")
             return redirect("console:home")
     status = 400 if request.method == "POST" else 200
-    return render(request, "console/join.html", {"invitation": invitation, "form": form}, status=status)
+    return render(request, "console/join.html", {"invitation": invitation, "form": form,
+                                                 "sso_providers": providers().values()}, status=status)

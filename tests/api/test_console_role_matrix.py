@@ -43,6 +43,9 @@ ROWS = [
     # an invitation link: the token is the credential, so a made-up one is the same 404 page for everyone
     ("join", "GET", lambda c, w, me: c.get(url("join", "made-up-token")), "status", (404,) * 7),
     ("join", "POST", lambda c, w, me: c.post(url("join", "made-up-token")), "status", (404,) * 7),
+    # single sign-on: an unknown provider is a 404; a callback without the provider's answer fails the sign-in
+    ("sso-start", "GET", lambda c, w, me: c.get(url("sso-start", "no-such-idp")), "status", (404,) * 7),
+    ("sso-callback", "GET", lambda c, w, me: c.get(url("sso-callback")), "status", (302,) * 7),
     ("tenants", "GET", lambda c, w, me: c.get(url("tenants")), "status", OPS),
     ("tenant", "GET", lambda c, w, me: c.get(url("tenant", A)), "status", OPS),
     ("keys", "GET", lambda c, w, me: c.get(url("keys")), "status", OPS),

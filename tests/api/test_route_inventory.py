@@ -28,9 +28,11 @@ from audit.models import AuditEvent
 from tests.factories import make_key
 
 PUBLIC = {"healthz", "api/schema/", "api/docs/", "console/login/",  # plus STATIC_URL, not routed by Django
-          "console/join/<str:token>/"}
-# Public routes whose path holds a one-time credential: a made-up one gets the "link not valid" page (404).
-PUBLIC_BY_TOKEN = {"console/join/<str:token>/"}
+          "console/join/<str:token>/", "console/sso/<slug:provider>/"}
+# Public routes whose path names what they open (an invitation link's one-time token, an identity
+# provider): a made-up one is a 404. (The SSO callback is no exception: without a provider's answer it
+# sends the visitor back to the sign-in page, like every other console page.)
+PUBLIC_BY_TOKEN = {"console/join/<str:token>/", "console/sso/<slug:provider>/"}
 LOGIN_PAGE = "/console/login/"
 # The admin's sign-in URL is itself a route checked here: it redirects to LOGIN_PAGE.
 LOGIN_PAGES = {LOGIN_PAGE, "/admin/login/"}

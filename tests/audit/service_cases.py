@@ -19,14 +19,17 @@ import audit.services as audit
 import fleet.services as fleet
 import models_registry.services as registry
 import quotas.services as quotas
+import sso.services as sso
 import tenants.services as tenants
 import usage.services as usage
 from audit.actor import Actor
 from audit.export import ManifestBuilder
+from sso.providers import Provider
 from tests.factories import SYSTEM, make_key, make_member, make_tenant, make_user
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTOR = Actor.system("audit-tests")
+SSO_PROVIDER = Provider(name="idp", label="IdP", issuer="https://idp.test", client_id="c", client_secret="s")
 
 # Public functions of the service modules that write nothing (reason for each).
 READ_ONLY = {
@@ -34,6 +37,7 @@ READ_ONLY = {
     "tenants.membership_view": "the audit record's shape of a membership (pure)",
     "tenants.invitation_view": "the audit record's shape of an invitation (pure)",
     "tenants.invitation_email": "normalises an address (pure)",
+    "sso.roles_from_groups": "reads tenant roles out of a provider's group names (pure)",
     "tenants.invitation_for_token": "reads the invitation an invitation link's token belongs to",
     "quotas.limits_for": "reads the policies that apply",
     "audit.issue_record": "what an issue event keeps of a manifest (pure)",
@@ -153,6 +157,10 @@ CASES = {
     "tenants.join_with_password": (lambda w: tenants.join_with_password(
         w.link_invitation, username="newcomer", password="a long new passphrase 42", actor=ACTOR),
         ["user.create", "member.invitation_accept", "member.add"]),
+    "sso.sign_in_with_oidc": (lambda w: sso.sign_in_with_oidc(
+        provider=SSO_PROVIDER, actor=ACTOR, claims={"iss": "https://idp.test", "sub": "u-1", "email": "u@idp.test",
+                                                    "groups": [f"switchyard:{w.tenant.slug}:viewer"]}),
+        ["sso.identity_create", "member.add", "sso.mapping_apply"]),
     "tenants.update_tenant": (lambda w: tenants.update_tenant(w.tenant, name="Renamed", actor=ACTOR), ["tenant.update"]),
     "tenants.set_tenant_status": (lambda w: tenants.set_tenant_status(w.tenant, "suspended", actor=ACTOR),
                                   ["tenant.suspend"]),

@@ -1,0 +1,24 @@
+"""The group → role mapping's rules, and turning password sign-in off (no provider process needed)."""
+from django.test import Client
+
+from sso.services import roles_from_groups
+from tests.console.browser import PASSWORD
+
+
+def test_groups_name_a_tenant_and_a_role_and_the_highest_role_wins():
+    groups = ["switchyard:acme:viewer", "switchyard:acme:admin", "switchyard:beta:developer", "switchyard:beta:boss",
+              "other:acme:owner", "switchyard:gamma", "engineering", "switchyard:gamma:owner:extra"]
+    assert roles_from_groups(groups, "switchyard") == {"acme": "admin", "beta": "developer"}
+    assert roles_from_groups(None, "switchyard") == {}
+    assert roles_from_groups(["corp:acme:owner"], "corp") == {"acme": "owner"}
+
+
+def test_with_local_sign_in_off_no_password_is_checked(alice, settings):
+    settings.SWITCHYARD_LOCAL_SIGNIN = False
+    client = Client()
+    page = client.get("/console/login/")
+    assert b'name="password"' not in page.content and b"Password sign-in is turned off" in page.content
+    response = client.post("/console/login/", {"username": alice.user.username, "password": PASSWORD})
+    assert response.status_code == 403 and "_auth_user_id" not in client.session
+    settings.SWITCHYARD_LOCAL_SIGNIN = True
+    assert client.post("/console/login/", {"username": alice.user.username, "password": PASSWORD}).status_code == 302
