@@ -1,7 +1,8 @@
 """Single sign-on end to end: headless Chromium, the live console and a real OpenID Connect provider
 (django-oauth-toolkit in its own process). Sign-in lands with exactly the roles the groups grant; changed
 groups change the roles at the next sign-in, a removed group loses the tenant; tokens with a forged
-signature, an expired one or another audience are refused."""
+signature, an expired one or another audience are refused; an invitation link is accepted by signing in
+through the provider."""
 import re
 
 import pytest
@@ -95,3 +96,25 @@ def test_a_tampered_id_token_is_refused(world, sso, live_server, page, mode, rea
     assert not OidcIdentity.objects.exists() and roles("mallory") == {}
     rejection = AuditEvent.objects.get(action="auth.sso_rejected")
     assert reason.lower() in rejection.after["reason"].lower()
+
+
+def test_an_invitee_accepts_an_invitation_link_by_signing_in_through_the_provider(world, sso, live_server, page):
+    from django.core import mail
+
+    from audit.actor import Actor
+    from tenants.services import invite_member
+
+    tenant_a, _ = world
+    invite_member(tenant=tenant_a, email="ivy@idp.example", role="viewer", actor=Actor.system("tests"))
+    link = re.search(r"(https?://\S+/console/join/\S+/)", mail.outbox[-1].body).group(1)
+    sso.user("ivy")  # no groups at all: the invitation alone gives the tenant
+    page.goto(link)
+    page.get_by_role("link", name="Sign in with Test IdP to accept").click()
+    page.get_by_label("IdP username").fill("ivy")
+    page.get_by_label("IdP password").fill(IDP_PASSWORD)
+    page.get_by_role("button", name="Sign in at the IdP").click()
+    page.wait_for_url(link)
+    page.get_by_role("button", name="Accept the invitation").click()
+    page.wait_for_url(f"{live_server.url}/console/")
+    assert roles("ivy") == {"tenant-a": "viewer"}
+    assert page.goto(link).status == 410  # used
