@@ -29,6 +29,8 @@ urlpatterns = [
     path("tenants/<slug:slug>/members/<int:member_id>/remove", members.member_remove, name="member-remove"),
     path("tenants/<slug:slug>/invitations/<int:invitation_id>/revoke", members.invitation_revoke,
          name="invitation-revoke"),
+    path("tenants/<slug:slug>/grants/new", members.grant_create, name="grant-create"),
+    path("tenants/<slug:slug>/grants/<int:grant_id>/revoke", members.grant_revoke, name="grant-revoke"),
     path("invitations/", members.my_invitations, name="invitations"),
     path("join/<str:token>/", join.join, name="join"),  # public: the one-time token is the credential
     re_path(r"^invitations/(?P<invitation_id>[0-9]+)/(?P<answer>accept|decline)$", members.invitation_answer,

@@ -281,13 +281,15 @@ def change_member_role(membership: Membership, role: str, *, actor: Actor) -> Me
 
 
 def remove_member(membership: Membership, *, actor: Actor) -> None:
-    """Remove a member and revoke every API key they hold in the tenant."""
+    """Remove a member, revoking every API key and per-object grant they hold in the tenant."""
     from apikeys.services import revoke_user_keys
 
     with transaction.atomic():
         membership = Membership.objects.select_for_update().select_related("user", "tenant").get(pk=membership.pk)
         _keep_an_owner(membership, leaving=True)
         revoke_user_keys(tenant=membership.tenant, user=membership.user, actor=actor)
+        for grant in tenant_grants(membership.tenant).filter(user=membership.user):
+            revoke_permission(grant, actor=actor)  # a grant outlives no membership
         record_event(actor=actor, action="member.remove", tenant=membership.tenant, target=membership,
                      before=membership_view(membership))
         membership.delete()
@@ -305,3 +307,57 @@ def _keep_an_owner(membership: Membership, *, leaving: bool) -> None:
 def _check_role(role: str) -> None:
     if role not in Role.values:
         raise ValidationError({"role": f"Choose one of: {', '.join(Role.values)}."})
+
+
+def grant_view(grant) -> dict:
+    return {"user": grant.user.get_username(), "permission": grant.permission.codename}
+
+
+def grant_permission(*, tenant: Tenant, user, perm: str, actor: Actor):
+    """Give one member one tenant permission beyond their role (a guardian grant on this tenant only).
+
+    The caller checks that the granter holds `perm` and outranks or equals the member (as for roles).
+    Granting what is already granted changes and audits nothing.
+    """
+    from guardian.shortcuts import assign_perm
+
+    _check_perm(perm)
+    with transaction.atomic():
+        if not Membership.objects.filter(tenant=tenant, user=user).exists():
+            raise ValidationError({"user_id": "No such member in this tenant."})
+        existing = _grants_of(tenant).filter(user=user, permission__codename=perm).first()
+        if existing is not None:
+            return existing
+        assign_perm(f"tenants.{perm}", user, tenant)
+        grant = _grants_of(tenant).select_related("user", "permission").get(user=user, permission__codename=perm)
+        record_event(actor=actor, action="member.grant", tenant=tenant, target=grant, after=grant_view(grant))
+    return grant
+
+
+def revoke_permission(grant, *, actor: Actor) -> None:
+    """Withdraw one per-object grant; the member keeps what their role gives."""
+    with transaction.atomic():
+        tenant = Tenant.objects.get(pk=int(grant.object_pk))
+        record_event(actor=actor, action="member.grant_revoke", tenant=tenant, target=grant, before=grant_view(grant))
+        grant.delete()
+
+
+def _grants_of(tenant: Tenant):
+    """Guardian's user grants on this very tenant (never global permissions)."""
+    from django.contrib.contenttypes.models import ContentType
+    from guardian.models import UserObjectPermission
+
+    return UserObjectPermission.objects.filter(content_type=ContentType.objects.get_for_model(Tenant),
+                                               object_pk=str(tenant.pk))
+
+
+def tenant_grants(tenant: Tenant):
+    """The per-object grants on a tenant, with their users and permissions."""
+    return _grants_of(tenant).select_related("user", "permission").order_by("user__username", "permission__codename")
+
+
+def _check_perm(perm: str) -> None:
+    from tenants.roles import Perm
+
+    if perm not in Perm.values:
+        raise ValidationError({"permission": f"Choose one of: {', '.join(Perm.values)}."})

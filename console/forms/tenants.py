@@ -3,7 +3,7 @@ from django import forms
 
 from quotas.services import LIMIT_FIELDS
 from tenants.models import Isolation
-from tenants.roles import Role
+from tenants.roles import Perm, Role
 
 
 class TenantCreateForm(forms.Form):
@@ -20,6 +20,18 @@ class MemberAddForm(forms.Form):
 
     email = forms.EmailField(help_text="They join when the account with this address accepts the invitation.")
     role = forms.ChoiceField(choices=Role.choices, initial=Role.DEVELOPER)
+
+
+class GrantForm(forms.Form):
+    """One permission beyond a member's role, on this tenant (docs/roles.md, per-object grants)."""
+
+    member = forms.TypedChoiceField(coerce=int, label="Member")
+    permission = forms.ChoiceField(choices=Perm.choices, label="Permission")
+
+    def __init__(self, *args, tenant, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["member"].choices = [(m.user_id, m.user.get_username()) for m in
+                                         tenant.memberships.select_related("user").order_by("user__username")]
 
 
 class MemberRoleForm(forms.Form):

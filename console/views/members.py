@@ -1,14 +1,16 @@
 """Inviting, re-roling and removing a tenant's members (MANAGE_MEMBERS, never above one's own role), and the
 invitee's side: their own open invitations, accepted or declined."""
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from audit.actor import Actor
-from console.access import require, require_rank, tenant_or_404
-from console.forms.tenants import MemberAddForm, MemberRoleForm
+from console.access import principal_of, require, require_rank, tenant_or_404
+from console.forms.tenants import GrantForm, MemberAddForm, MemberRoleForm
 from console.views.common import form_errors, run_service
 from tenants import services
+from tenants.access import has_perm
 from tenants.models import Invitation, InvitationStatus, Membership
 from tenants.roles import Perm
 from tenants.selectors import open_invitations_for
@@ -95,3 +97,41 @@ def member_remove(request, slug, member_id):
     run_service(request, lambda: services.remove_member(membership, actor=Actor.from_request(request)),
                 f"{membership.user.get_username()} removed; their keys in {slug} are revoked.")
     return redirect("console:tenant", slug=slug)
+
+
+@login_required
+@require_POST
+def grant_create(request, slug):
+    """Grant one member one permission they lack — one the granter holds, to a member they outrank or equal."""
+    tenant = _managed(request, slug)
+    form = GrantForm(request.POST, tenant=tenant)
+    if not form.is_valid():
+        form_errors(request, form)
+        return redirect("console:tenant", slug=slug)
+    membership = get_object_or_404(Membership.objects.select_related("user"), tenant=tenant,
+                                   user_id=form.cleaned_data["member"])
+    _check_may_grant(request, tenant, membership, form.cleaned_data["permission"])
+    run_service(request, lambda: services.grant_permission(tenant=tenant, user=membership.user,
+                                                           perm=form.cleaned_data["permission"],
+                                                           actor=Actor.from_request(request)),
+                f"{membership.user.get_username()} now holds {form.cleaned_data['permission']} in {slug}.")
+    return redirect("console:tenant", slug=slug)
+
+
+@login_required
+@require_POST
+def grant_revoke(request, slug, grant_id):
+    tenant = _managed(request, slug)
+    grant = get_object_or_404(services.tenant_grants(tenant), pk=grant_id)
+    membership = Membership.objects.filter(tenant=tenant, user=grant.user).first()
+    if membership is not None:
+        _check_may_grant(request, tenant, membership, grant.permission.codename)
+    run_service(request, lambda: services.revoke_permission(grant, actor=Actor.from_request(request)),
+                f"Grant of {grant.permission.codename} to {grant.user.get_username()} revoked.")
+    return redirect("console:tenant", slug=slug)
+
+
+def _check_may_grant(request, tenant, membership, perm: str) -> None:
+    if not has_perm(principal_of(request), tenant, perm):
+        raise PermissionDenied("You cannot grant a permission you do not hold.")
+    require_rank(request, tenant, membership.role)

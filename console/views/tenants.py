@@ -12,7 +12,7 @@ from audit.actor import Actor
 from console import stats
 from console.access import (OPERATIONS, operations_or_404, principal_of, require, require_platform_admin,
                             tenant_or_404, tenants_with)
-from console.forms.tenants import MemberAddForm, QuotaForm, TenantCreateForm
+from console.forms.tenants import GrantForm, MemberAddForm, QuotaForm, TenantCreateForm
 from console.timerange import TimeRange
 from console.views.common import form_errors, run_service
 from console.views.quotas import policy_rows
@@ -74,6 +74,8 @@ def tenant_detail(request, slug):
         "invitations": tenant.invitations.filter(status=InvitationStatus.PENDING).order_by("email")
         if perms[Perm.VIEW_MEMBERS] or perms[Perm.MANAGE_MEMBERS] else None,
         "member_form": MemberAddForm() if perms[Perm.MANAGE_MEMBERS] else None,
+        "grants": services.tenant_grants(tenant) if perms[Perm.VIEW_MEMBERS] or perms[Perm.MANAGE_MEMBERS] else None,
+        "grant_form": GrantForm(tenant=tenant) if perms[Perm.MANAGE_MEMBERS] else None,
         "keys": _keys_for(request, tenant, perms), "quota": _quota(tenant, perms),
         "subject_quotas": policy_rows(request, tenant) if perms[Perm.VIEW_QUOTAS] else None,
         "usage": _usage_summary(tenant) if perms[Perm.VIEW_USAGE] else None,

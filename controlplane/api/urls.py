@@ -4,7 +4,7 @@ from rest_framework.routers import SimpleRouter
 
 from apikeys.api.views import ApiKeyViewSet, PlatformKeyViewSet
 from quotas.api.views import QuotaPolicyViewSet
-from tenants.api.views import InvitationViewSet, MembershipViewSet, TenantViewSet
+from tenants.api.views import GrantViewSet, InvitationViewSet, MembershipViewSet, TenantViewSet
 
 router = SimpleRouter()
 router.trailing_slash = "/?"  # accept paths with and without the final slash
@@ -12,6 +12,7 @@ router.register("tenants", TenantViewSet, basename="tenant")
 router.register("platform/keys", PlatformKeyViewSet, basename="platform-key")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/members", MembershipViewSet, basename="member")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/invitations", InvitationViewSet, basename="invitation")
+router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/grants", GrantViewSet, basename="grant")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/keys", ApiKeyViewSet, basename="api-key")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/quotas", QuotaPolicyViewSet, basename="quota")
 

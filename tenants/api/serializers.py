@@ -4,7 +4,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers
 
 from tenants.models import Invitation, Isolation, Membership, RedactionMode, Tenant, slug_validator
-from tenants.roles import Role
+from tenants.roles import Perm, Role
 
 
 class TenantSerializer(serializers.ModelSerializer):
@@ -93,3 +93,19 @@ class InvitationSerializer(serializers.ModelSerializer):
         model = Invitation
         fields = ["id", "email", "role", "status", "created_at", "expires_at"]
         read_only_fields = fields
+
+
+class GrantSerializer(serializers.Serializer):
+    """One per-object grant: a member holds `permission` in this tenant whatever their role."""
+
+    id = serializers.IntegerField(read_only=True)
+    user_id = serializers.IntegerField(source="user.pk", read_only=True)
+    username = serializers.CharField(source="user.username", read_only=True)
+    permission = serializers.CharField(source="permission.codename", read_only=True)
+
+
+@extend_schema_serializer(examples=[OpenApiExample(
+    "Let one developer read the audit trail", value={"user_id": 42, "permission": "view_audit"}, request_only=True)])
+class GrantCreateSerializer(serializers.Serializer):
+    user_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="A member of this tenant.")
+    permission = serializers.ChoiceField(choices=Perm.choices)

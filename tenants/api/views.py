@@ -9,7 +9,7 @@ from audit.actor import Actor
 from controlplane.api.schema import BAD_REQUEST, conflict
 from controlplane.api.viewsets import PrincipalMixin, TenantChildViewSet
 from tenants import services
-from tenants.access import effective_role, tenant_scope
+from tenants.access import effective_role, has_perm, tenant_scope
 from tenants.api import serializers as s
 from tenants.models import Invitation, Membership, Tenant, TenantStatus
 from tenants.roles import READ_RULES, Perm, Resource, Role, outranks_or_equals
@@ -155,3 +155,45 @@ class InvitationViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retrie
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+
+
+class GrantViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
+    """Per-object grants on one tenant (django-guardian): one member, one permission beyond their role.
+
+    Read by whoever lists members; written by who manages members, for permissions they hold themselves
+    and members they outrank or equal — a grant never hands out more than its granter has.
+    """
+
+    serializer_class = s.GrantSerializer
+    resource = Resource.MEMBERS
+    write_perms = (Perm.MANAGE_MEMBERS,)
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Membership.objects.none()
+        return services.tenant_grants(self.get_tenant())
+
+    @extend_schema(request=s.GrantCreateSerializer, responses={201: s.GrantSerializer})
+    def create(self, request, tenant_slug=None):
+        serializer = s.GrantCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        user = self.tenant_member(serializer.validated_data["user_id"])
+        perm = serializer.validated_data["permission"]
+        self._check_may_grant(user, perm)
+        grant = services.grant_permission(tenant=self.get_tenant(), user=user, perm=perm,
+                                          actor=Actor.from_request(request))
+        return Response(s.GrantSerializer(grant).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, tenant_slug=None, pk=None):
+        grant = self.get_object()
+        self._check_may_grant(grant.user, grant.permission.codename)
+        services.revoke_permission(grant, actor=Actor.from_request(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _check_may_grant(self, user, perm: str) -> None:
+        tenant = self.get_tenant()
+        if not has_perm(self.principal, tenant, perm):
+            raise PermissionDenied("You cannot grant a permission you do not hold.")
+        role = Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True).first()
+        check_can_grant(self, role)

@@ -17,7 +17,8 @@ from models_registry import services as registry
 from quotas.models import QuotaPolicy
 from quotas.services import create_quota_policy
 from tenants.models import Invitation, Membership
-from tenants.roles import Role
+from tenants.roles import Perm, Role
+from tenants.services import grant_permission
 from tests.factories import make_key, make_member, make_user
 from tests.models_registry.registry_helpers import HF_URI
 from usage.models import BudgetState
@@ -78,6 +79,7 @@ def build_world(alice, bob):
         dep_b=_deployment(b, versions.main, "coder-b"), shared=_deployment(None, versions.main, "shared-pool"),
         # another platform admin's platform keys: one to revoke, one to rotate, one to DELETE
         platform_keys=[make_key(None, platform_ops, name=f"platform {n}").api_key for n in range(3)],
+        grant=grant_permission(tenant=a, user=target_dev, perm=Perm.VIEW_AUDIT, actor=SYSTEM),
     )
     for tenant in (a, b):
         BudgetState.objects.create(tenant=tenant, checked_at=timezone.now())

@@ -86,6 +86,9 @@ ROWS = [
     ("member-role", "POST", lambda c, w, me: c.post(url("member-role", A, w.target_dev.pk), {"role": "viewer"}),
      "status", MANAGE),
     ("member-remove", "POST", lambda c, w, me: c.post(url("member-remove", A, w.target_viewer.pk)), "status", MANAGE),
+    ("grant-create", "POST", lambda c, w, me: c.post(url("grant-create", A), {
+        "member": w.target_dev.user_id, "permission": "export_audit"}), "status", MANAGE),
+    ("grant-revoke", "POST", lambda c, w, me: c.post(url("grant-revoke", A, w.grant.pk)), "status", MANAGE),
     ("invitation-revoke", "POST", lambda c, w, me: c.post(url("invitation-revoke", A, w.invitation.pk)), "status",
      MANAGE),
     ("invitation-answer", "POST", lambda c, w, me: c.post(url("invitation-answer", me.invitation.pk, "decline")),

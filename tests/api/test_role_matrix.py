@@ -76,6 +76,15 @@ ROWS = [
      "status", (201, 201, 201, 403, 403, 403, 403)),
     ("invitation-detail", "DELETE", lambda c, w, me: c.delete(f"{T}/invitations/{w.invitation.pk}/"), "status",
      (204, 204, 204, 403, 403, 403, 403)),
+    # per-object grants: read with the members, written by who manages them (up to what they hold)
+    ("grant-list", "GET", lambda c, w, me: c.get(f"{T}/grants/"), "status", (200, 200, 200, 200, 403, 200, 403)),
+    ("grant-detail", "GET", lambda c, w, me: c.get(f"{T}/grants/{w.grant.pk}/"), "status",
+     (200, 200, 200, 200, 403, 200, 403)),
+    ("grant-list", "POST", lambda c, w, me: c.post(f"{T}/grants/", {"user_id": w.target_dev.user_id,
+                                                                   "permission": "export_audit"}, format="json"),
+     "status", (201, 201, 201, 403, 403, 403, 403)),
+    ("grant-detail", "DELETE", lambda c, w, me: c.delete(f"{T}/grants/{w.grant.pk}/"), "status",
+     (204, 204, 204, 403, 403, 403, 403)),
     # API keys: developers see and manage only their own; personal keys are minted by their owner only
     ("api-key-list", "GET", lambda c, w, me: c.get(f"{T}/keys/"), "status", (200, 200, 200, 200, 403, 200, 403)),
     ("api-key-detail", "GET", lambda c, w, me: c.get(f"{T}/keys/{w.others_keys[0].pk}/"), "status",

@@ -37,6 +37,8 @@ READ_ONLY = {
     "tenants.membership_view": "the audit record's shape of a membership (pure)",
     "tenants.invitation_view": "the audit record's shape of an invitation (pure)",
     "tenants.invitation_email": "normalises an address (pure)",
+    "tenants.grant_view": "the audit record's shape of a per-object grant (pure)",
+    "tenants.tenant_grants": "reads a tenant's per-object grants",
     "sso.roles_from_groups": "reads tenant roles out of a provider's group names (pure)",
     "tenants.invitation_for_token": "reads the invitation an invitation link's token belongs to",
     "quotas.limits_for": "reads the policies that apply",
@@ -104,6 +106,7 @@ def build_world(model_root: Path) -> SimpleNamespace:
     policy = quotas.create_quota_policy(tenant=tenant, api_key=keys[0].api_key, actor=SYSTEM, requests_per_minute=5)
     invitation = Invitation.objects.create(tenant=tenant, email="guest@example.test", role="viewer",
                                            expires_at=timezone.now() + timedelta(days=1))
+    grant = tenants.grant_permission(tenant=tenant, user=owner, perm="export_audit", actor=SYSTEM)
     link_invitation = Invitation.objects.create(tenant=tenant, email="no-account-yet@example.test", role="developer",
                                                 expires_at=timezone.now() + timedelta(days=1))
     model = Model.objects.create(name="coder")
@@ -118,7 +121,7 @@ def build_world(model_root: Path) -> SimpleNamespace:
     for name in ("coder", "tiny-coder"):
         (model_root / name).mkdir()
     return SimpleNamespace(tenant=tenant, owner=owner, dev=dev, keys=keys, policy=policy, invitation=invitation,
-                           link_invitation=link_invitation,
+                           link_invitation=link_invitation, grant=grant,
                            guest=make_user("guest"), staff=make_user("root-ops", staff=True),
                            dev_membership=dev.memberships.get(tenant=tenant), model=model,
                            versions=versions, deployment=deployment, instance=instance, model_root=model_root)
@@ -161,6 +164,9 @@ CASES = {
         provider=SSO_PROVIDER, actor=ACTOR, claims={"iss": "https://idp.test", "sub": "u-1", "email": "u@idp.test",
                                                     "groups": [f"switchyard:{w.tenant.slug}:viewer"]}),
         ["sso.identity_create", "member.add", "sso.mapping_apply"]),
+    "tenants.grant_permission": (lambda w: tenants.grant_permission(tenant=w.tenant, user=w.dev, perm="view_audit",
+                                                                    actor=ACTOR), ["member.grant"]),
+    "tenants.revoke_permission": (lambda w: tenants.revoke_permission(w.grant, actor=ACTOR), ["member.grant_revoke"]),
     "tenants.update_tenant": (lambda w: tenants.update_tenant(w.tenant, name="Renamed", actor=ACTOR), ["tenant.update"]),
     "tenants.set_tenant_status": (lambda w: tenants.set_tenant_status(w.tenant, "suspended", actor=ACTOR),
                                   ["tenant.suspend"]),

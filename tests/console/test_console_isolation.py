@@ -14,8 +14,10 @@ from django.urls import URLResolver, get_resolver
 from django.utils import timezone
 
 from apikeys.models import ApiKey
+from audit.actor import Actor
 from quotas.models import QuotaPolicy
 from tenants.models import Invitation, Membership
+from tenants.services import grant_permission, tenant_grants
 from tests.api.matrix_world import build_world
 from tests.api.test_console_role_matrix import CONSOLE_MATRIX
 
@@ -57,6 +59,7 @@ def world(alice, bob, settings):
     world = build_world(alice, bob)
     world.b_invitation = Invitation.objects.create(tenant=bob.tenant, email=alice.user.email, role="viewer",
                                                    expires_at=timezone.now() - timedelta(seconds=1))  # expired
+    world.b_grant = grant_permission(tenant=bob.tenant, user=bob.user, perm="export_audit", actor=Actor.system("t"))
     world.b_open_invitation = Invitation.objects.create(tenant=bob.tenant, email="someone@b.example", role="viewer",
                                                         expires_at=timezone.now() + timedelta(days=1))
     return world
@@ -66,13 +69,14 @@ def _b_values(world, action, answer):
     return {"slug": world.b.slug, "pk": world.dep_b.pk, "instance_id": world.dep_b.instances.get().pk,
             "policy_id": QuotaPolicy.objects.get(tenant=world.b, api_key=None, user=None).pk,
             "member_id": Membership.objects.get(tenant=world.b, user=world.bob.user).pk,
-            "invitation_id": world.b_open_invitation.pk, "key_id": ApiKey.objects.filter(tenant=world.b).first().pk,
+            "invitation_id": world.b_open_invitation.pk, "grant_id": world.b_grant.pk,
+            "key_id": ApiKey.objects.filter(tenant=world.b).first().pk,
             "action": action, "answer": answer}
 
 
 def _ghost_values(action, answer):
     return {"slug": "no-such-tenant", "pk": GHOST, "instance_id": GHOST, "policy_id": GHOST, "member_id": GHOST,
-            "invitation_id": GHOST, "key_id": GHOST, "action": action, "answer": answer}
+            "invitation_id": GHOST, "grant_id": GHOST, "key_id": GHOST, "action": action, "answer": answer}
 
 
 def _first_choice(route, group):
@@ -105,6 +109,7 @@ def test_other_tenants_objects_answer_like_missing_ones(world, route, name):
     assert world.dep_b.status == "active" and world.dep_b.instances.get().state == "ready"
     assert Membership.objects.filter(tenant=world.b).count() == 1
     assert Invitation.objects.get(pk=world.b_open_invitation.pk).status == "pending"
+    assert tenant_grants(world.b).filter(pk=world.b_grant.pk).exists()
 
 
 def _encoded(data: dict) -> str:
