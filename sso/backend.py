@@ -7,7 +7,9 @@ refusal is audited (`auth.sso_rejected`, never with the token) and ends as a fai
 import logging
 
 import jwt
+import requests
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import SuspiciousOperation
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
@@ -25,7 +27,7 @@ SIGNING_ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512"]
 
 class SwitchyardOIDCBackend(OIDCAuthenticationBackend):
     def __init__(self, *args, **kwargs):  # the provider is known only per request (authenticate)
-        self.UserModel = __import__("django.contrib.auth", fromlist=["get_user_model"]).get_user_model()
+        self.UserModel = get_user_model()
         self.provider = None
 
     def get_settings(self, attr, *args):
@@ -41,7 +43,7 @@ class SwitchyardOIDCBackend(OIDCAuthenticationBackend):
         self._configure(self.provider)
         try:
             user = super().authenticate(request, **kwargs)
-        except (SuspiciousOperation, jwt.InvalidTokenError, ValueError, KeyError) as exc:
+        except (SuspiciousOperation, jwt.InvalidTokenError, requests.RequestException, ValueError, KeyError) as exc:
             _audit_rejection(self.provider, str(exc))
             return None
         if user is not None:

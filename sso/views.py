@@ -1,12 +1,18 @@
 """/console/sso/<provider>/ starts a sign-in (state, nonce, PKCE), /console/sso/callback/ finishes it."""
+import logging
+
+import requests
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404
+from django.shortcuts import redirect
 from mozilla_django_oidc.utils import import_from_settings
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from sso import providers
 from sso.backend import SESSION_KEY
 
+log = logging.getLogger(__name__)
 MAX_PENDING_STATES = 20  # sign-ins begun in other tabs and never finished; the oldest are dropped
 
 
@@ -21,7 +27,11 @@ class SignInStart(OIDCAuthenticationRequestView):
         chosen = providers.provider(provider)
         if chosen is None:
             raise Http404("No such identity provider.")
-        self.OIDC_OP_AUTH_ENDPOINT = chosen.discovery()["authorization_endpoint"]
+        try:
+            self.OIDC_OP_AUTH_ENDPOINT = chosen.discovery()["authorization_endpoint"]
+        except (requests.RequestException, ImproperlyConfigured, ValueError, KeyError) as exc:
+            log.warning("identity provider %s unreachable or misconfigured: %s", chosen.name, exc)
+            return redirect(settings.LOGIN_URL_SSO_FAILED)
         self.OIDC_RP_CLIENT_ID = chosen.client_id
         self.scopes = chosen.scopes
         response = super().get(request)

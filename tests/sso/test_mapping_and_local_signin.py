@@ -22,3 +22,15 @@ def test_with_local_sign_in_off_no_password_is_checked(alice, settings):
     assert response.status_code == 403 and "_auth_user_id" not in client.session
     settings.SWITCHYARD_LOCAL_SIGNIN = True
     assert client.post("/console/login/", {"username": alice.user.username, "password": PASSWORD}).status_code == 302
+
+
+def test_an_unreachable_provider_ends_at_the_sign_in_page(db, settings):
+    from bench._procs import free_port
+    from sso.providers import forget_discovery
+
+    settings.SWITCHYARD_OIDC_PROVIDERS = {"down": {"label": "Down", "issuer": f"http://127.0.0.1:{free_port()}/o",
+                                                   "client_id": "c", "client_secret": "s"}}
+    settings.SWITCHYARD_OIDC_TIMEOUT_SECONDS = 2
+    forget_discovery()
+    response = Client().get("/console/sso/down/")
+    assert response.status_code == 302 and response["Location"] == "/console/login/?sso=failed"
