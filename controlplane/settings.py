@@ -21,14 +21,15 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 def _oidc_providers(configured: dict) -> dict:
     """Check each provider's fields at start; a secret may come from a file (`client_secret_file`)."""
-    required, optional = {"issuer", "client_id"}, {"label", "scopes", "groups_claim", "group_prefix"}
+    required, optional = {"issuer", "client_id"}, {"label", "scopes", "groups_claim", "group_prefix", "scim_token"}
     checked = {}
     for name, fields in configured.items():
         if not isinstance(fields, dict) or not required <= set(fields):
             raise ImproperSetting(f"SWITCHYARD_OIDC_PROVIDERS[{name!r}] needs at least {sorted(required)}")
         fields = dict(fields)
-        if "client_secret_file" in fields:
-            fields["client_secret"] = Path(fields.pop("client_secret_file")).read_text().strip()
+        for secret in ("client_secret", "scim_token"):
+            if f"{secret}_file" in fields:
+                fields[secret] = Path(fields.pop(f"{secret}_file")).read_text().strip()
         unknown = set(fields) - required - optional - {"client_secret"}
         if unknown or "client_secret" not in fields:
             raise ImproperSetting(f"SWITCHYARD_OIDC_PROVIDERS[{name!r}]: unknown {sorted(unknown)} or no client_secret")

@@ -1,5 +1,5 @@
 """Top-level routes. Public without credentials (docs/api.md): /healthz, /api/schema/, /api/docs/,
-/console/login/ and static files. Everything else answers 401/403 (API) or redirects to login (HTML)."""
+/console/login/ and static files. Everything else answers 401/403 (API, SCIM) or redirects to login (HTML)."""
 from django.contrib import admin
 from django.http import JsonResponse
 from django.urls import include, path
@@ -7,6 +7,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from console.views.auth import admin_password_change
+from sso import scim
 
 
 def healthz(request):
@@ -19,6 +20,11 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
     path("console/", include("console.urls")),
+    # SCIM 2.0 for identity providers (docs/sso.md): each provider's own bearer token, never a session.
+    path("scim/v2/Users", scim.users, name="scim-users"),
+    path("scim/v2/Users/<int:pk>", scim.user, name="scim-user"),
+    path("scim/v2/Groups", scim.groups, name="scim-groups"),
+    path("scim/v2/Groups/<int:pk>", scim.group, name="scim-group"),
     # One sign-in page for everyone: the admin's own form would be a second, unthrottled one.
     path("admin/login/", RedirectView.as_view(pattern_name="console:login", query_string=True)),
     # The admin's password change checks the old password: the sign-in page's limits apply there too.

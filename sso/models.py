@@ -26,3 +26,29 @@ class OidcIdentity(models.Model):
 
     def __str__(self):
         return f"{self.subject} at {self.issuer}"
+
+
+class ScimAccount(models.Model):
+    """A user an identity provider provisions over SCIM: only its provider's token may change or deactivate it."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scim_account")
+    provider = models.CharField(max_length=64)
+    # The provider's own id of the user: the subject of its ID tokens (links the first OIDC sign-in).
+    external_id = models.CharField(max_length=255, blank=True, default="")
+    mapped_tenants = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class ScimGroup(models.Model):
+    """A group an identity provider pushes over SCIM; `switchyard:<tenant>:<role>` names grant roles."""
+
+    provider = models.CharField(max_length=64)
+    display_name = models.CharField(max_length=255)
+    external_id = models.CharField(max_length=255, blank=True, default="")
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="scim_groups", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["provider", "display_name"], name="one_scim_group_per_name")]

@@ -22,6 +22,7 @@ class Provider:
     scopes: str = "openid email profile"
     groups_claim: str = "groups"
     group_prefix: str = "switchyard"
+    scim_token: str = ""  # the bearer token this provider's SCIM client presents (sso/scim.py)
 
     def discovery(self) -> dict:
         """The provider's /.well-known/openid-configuration, cached for an hour; its issuer must be ours."""

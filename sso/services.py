@@ -54,7 +54,10 @@ def _identity(provider, claims, actor) -> OidcIdentity:
                 .filter(issuer=claims["iss"], subject=claims["sub"]).first())
     if identity is not None:
         return identity
-    user = _new_user(claims)
+    from sso.models import ScimAccount
+
+    provisioned = ScimAccount.objects.filter(provider=provider.name, external_id=claims["sub"]).first()
+    user = provisioned.user if provisioned else _new_user(claims)  # SCIM's externalId is the IdP's subject
     identity = OidcIdentity.objects.create(user=user, provider=provider.name, issuer=claims["iss"],
                                            subject=claims["sub"])
     record_event(actor=actor, action="sso.identity_create", target=user,
@@ -79,8 +82,17 @@ def _new_user(claims):
 
 
 def _apply_mapping(identity, wanted: dict[str, str], actor) -> list[str]:
+    changes, identity.mapped_tenants = _apply_roles(identity.user, set(identity.mapped_tenants), wanted, actor)
+    return changes
+
+
+def _apply_roles(user, previously: set, wanted: dict[str, str], actor) -> tuple[list[str], list[str]]:
+    """Make `user`'s memberships follow `wanted` ({slug: role}) for the tenants a provider manages.
+
+    Returns the changes made and the tenants the provider manages from now on. A membership a provider
+    never named (an invitation's) is left alone; a tenant's last owner is kept.
+    """
     changes = []
-    user, previously = identity.user, set(identity.mapped_tenants)
     memberships = {m.tenant.slug: m for m in Membership.objects.filter(user=user).select_related("tenant")}
     for slug, role in sorted(wanted.items()):
         membership = memberships.get(slug)
@@ -96,9 +108,9 @@ def _apply_mapping(identity, wanted: dict[str, str], actor) -> list[str]:
     for slug in sorted(previously - set(wanted)):
         if slug in memberships:
             changes += _guarded(lambda m=memberships[slug]: tenant_services.remove_member(m, actor=actor), f"-{slug}")
-    identity.mapped_tenants = sorted(set(wanted) | {s for s in previously - set(wanted) if s in memberships
-                                                    and Membership.objects.filter(pk=memberships[s].pk).exists()})
-    return changes
+    kept = {s for s in previously - set(wanted) if s in memberships
+            and Membership.objects.filter(pk=memberships[s].pk).exists()}
+    return changes, sorted(set(wanted) | kept)
 
 
 def _guarded(call, label: str) -> list[str]:
@@ -109,3 +121,117 @@ def _guarded(call, label: str) -> list[str]:
     except ValidationError:
         return [f"kept {label.lstrip('+-')} (the tenant's last owner)"]
     return [label]
+
+
+# --- SCIM 2.0 provisioning (sso/scim.py speaks the protocol; these make the changes) ---
+
+def scim_create_user(*, provider, user_name: str, email: str, external_id: str = "", active: bool = True,
+                     actor: Actor | None = None):
+    """A provider provisions an account (no usable password: it signs in through that provider)."""
+    from sso.models import ScimAccount
+
+    actor = actor or Actor.system(f"scim:{provider.name}")
+    User = get_user_model()
+    with transaction.atomic():
+        if User.objects.filter(username=user_name).exists():
+            raise ValidationError({"userName": "An account has this userName already."})
+        user = User(username=user_name, email=email, is_active=active)
+        user.set_unusable_password()
+        user.full_clean()
+        user.save()
+        ScimAccount.objects.create(user=user, provider=provider.name, external_id=external_id)
+        record_event(actor=actor, action="scim.user_create", target=user, after=_scim_user_view(user, external_id))
+    return user
+
+
+def scim_update_user(user, *, provider, actor: Actor | None = None, **changes):
+    """userName, email, externalId and active, as a SCIM PUT or PATCH sets them; active=False deactivates."""
+    actor = actor or Actor.system(f"scim:{provider.name}")
+    with transaction.atomic():
+        user = get_user_model().objects.select_for_update().get(pk=user.pk)
+        account = user.scim_account
+        before = _scim_user_view(user, account.external_id)
+        user.username = changes.get("user_name", user.username)
+        user.email = changes.get("email", user.email)
+        account.external_id = changes.get("external_id", account.external_id)
+        deactivating = user.is_active and changes.get("active") is False
+        user.is_active = changes.get("active", user.is_active)
+        user.full_clean()
+        user.save()
+        account.save()
+        after = _scim_user_view(user, account.external_id)
+        if after != before:
+            record_event(actor=actor, action="scim.user_update", target=user, before=before, after=after)
+        if deactivating:
+            _cut_off(user, actor)
+    return user
+
+
+def _cut_off(user, actor) -> None:
+    """A deactivated account: its sessions end and its personal keys are revoked (the gateway drops them
+    through the change bus as every revocation)."""
+    from django.contrib.sessions.models import Session
+
+    from apikeys.models import ApiKey
+    from apikeys.services import revoke_api_key
+
+    for key in ApiKey.objects.usable().filter(user=user):
+        revoke_api_key(key, actor=actor)
+    ended = [s.pk for s in Session.objects.filter(expire_date__gt=timezone.now())
+             if str(s.get_decoded().get("_auth_user_id")) == str(user.pk)]
+    Session.objects.filter(pk__in=ended).delete()
+    record_event(actor=actor, action="scim.user_deactivate", target=user,
+                 after={"username": user.username, "sessions_ended": len(ended)})
+
+
+def scim_save_group(*, provider, display_name: str, member_ids, external_id: str = "", group=None,
+                    actor: Actor | None = None):
+    """Create a group or replace one's name and members; every member's roles follow."""
+    from sso.models import ScimGroup
+
+    actor = actor or Actor.system(f"scim:{provider.name}")
+    with transaction.atomic():
+        group = group or ScimGroup(provider=provider.name)
+        before_members = set(group.members.values_list("pk", flat=True)) if group.pk else set()
+        before = {"displayName": group.display_name, "members": sorted(before_members)} if group.pk else None
+        group.display_name, group.external_id = display_name, external_id or group.external_id
+        group.full_clean()
+        group.save()
+        members = set(_provider_users(provider, member_ids).values_list("pk", flat=True))
+        group.members.set(members)
+        record_event(actor=actor, action="scim.group_save", target=group, before=before,
+                     after={"displayName": display_name, "members": sorted(members)})
+        _sync_users(provider, before_members | members, actor)
+    return group
+
+
+def scim_delete_group(group, *, provider, actor: Actor | None = None) -> None:
+    actor = actor or Actor.system(f"scim:{provider.name}")
+    with transaction.atomic():
+        members = set(group.members.values_list("pk", flat=True))
+        record_event(actor=actor, action="scim.group_delete", target=group,
+                     before={"displayName": group.display_name, "members": sorted(members)})
+        group.delete()
+        _sync_users(provider, members, actor)
+
+
+def _provider_users(provider, ids):
+    """Only accounts this provider provisioned: another provider's or a local account is never touched."""
+    clean = [int(i) for i in ids if str(i).isdigit()]
+    return get_user_model().objects.filter(pk__in=clean, scim_account__provider=provider.name)
+
+
+def _sync_users(provider, user_ids, actor) -> None:
+    from sso.models import ScimGroup
+
+    for user in _provider_users(provider, list(user_ids)).select_related("scim_account"):
+        names = ScimGroup.objects.filter(provider=provider.name, members=user).values_list("display_name", flat=True)
+        wanted = {slug: role for slug, role in roles_from_groups(names, provider.group_prefix).items()
+                  if Tenant.objects.filter(slug=slug).exists()}
+        account = user.scim_account
+        _, account.mapped_tenants = _apply_roles(user, set(account.mapped_tenants), wanted, actor)
+        account.save(update_fields=["mapped_tenants", "updated_at"])
+
+
+def _scim_user_view(user, external_id) -> dict:
+    return {"userName": user.username, "email": user.email, "active": user.is_active, "externalId": external_id}

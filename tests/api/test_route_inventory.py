@@ -4,6 +4,8 @@ The route list is walked from `get_resolver()`, so a route added later is covere
 this file. Outcomes, by kind of route:
 - PUBLIC (documented in controlplane/urls.py): answers without credentials.
 - API (`/api/v1/…`): 401 or 403 with a JSON body; a rejected key is audited by its prefix only.
+- SCIM (`/scim/v2/…`): 401 with a SCIM error body for every method and every variant, a valid API key
+  included — only an identity provider's SCIM token opens them (tests/sso/test_scim.py).
 - HTML (console, admin): a redirect, with an empty body, whose chain ends at the console sign-in
   page — the page content is never sent. These pages read only the session cookie, so they get
   the variants that put a *valid* key somewhere (HTML_VARIANTS) besides no credentials at all. `/console/logout/` is the one exception: it is POST-only,
@@ -159,7 +161,21 @@ def _api_refusal(client, url, headers, methods) -> str | None:
 def _kind(route):
     if route in PUBLIC:
         return "public"
+    if route.startswith("scim/"):  # identity providers' provisioning: their own bearer token, nothing else
+        return "scim"
     return "api" if route.startswith("api/") else "html"
+
+
+SCIM_ERROR = "urn:ietf:params:scim:api:messages:2.0:Error"
+
+
+def _scim_refusal(client, url, headers) -> str | None:
+    """401 with a SCIM error body for every method: a key, a session or nothing opens no SCIM route."""
+    for method in ("get", "post", "put", "patch", "delete"):
+        response = getattr(client, method)(url, **headers)
+        if response.status_code != 401 or SCIM_ERROR not in response.content.decode():
+            return f"{method} {response.status_code}"
+    return None
 
 
 @pytest.mark.parametrize("route,name", ROUTES, ids=[f"{r}|{n}" for r, n in ROUTES])
@@ -178,7 +194,9 @@ def test_route_refuses_without_valid_credentials(route, name, ids, keys, caplog)
         tried.append(variant)
         before = AuditEvent.objects.filter(action="auth.api_key_rejected").count()
         target = _with_query(url, query)
-        if route in POST_ONLY_HTML:
+        if kind == "scim":
+            problem = _scim_refusal(client, target, headers)
+        elif route in POST_ONLY_HTML:
             response = client.get(target, **headers)
             problem = None if (response.status_code, _body(response)) == (405, b"") else f"{response.status_code}"
         elif kind == "html":
@@ -190,7 +208,8 @@ def test_route_refuses_without_valid_credentials(route, name, ids, keys, caplog)
         if problem:
             problems[variant] = problem
     assert problems == {}, url
-    assert len(tried) == (len(HTML_VARIANTS) if kind == "html" else len(variants(keys)) - 1)
+    expected = {"html": len(HTML_VARIANTS), "scim": len(variants(keys))}  # a valid API key opens no SCIM route
+    assert len(tried) == expected.get(kind, len(variants(keys)) - 1)
     _assert_no_raw_key_recorded(keys, caplog)
 
 
@@ -216,7 +235,7 @@ def _assert_no_raw_key_recorded(keys, caplog):
 def test_every_route_is_covered():
     """The walk sees the admin, the console and the API (guards against an empty parametrization)."""
     kinds = {_kind(route) for route, _ in ROUTES}
-    assert kinds == {"public", "api", "html"}
+    assert kinds == {"public", "api", "html", "scim"}
     assert {"api/v1/audit/export", "console/", "admin/"} <= {route for route, _ in ROUTES}
 
 

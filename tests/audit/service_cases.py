@@ -107,6 +107,9 @@ def build_world(model_root: Path) -> SimpleNamespace:
     invitation = Invitation.objects.create(tenant=tenant, email="guest@example.test", role="viewer",
                                            expires_at=timezone.now() + timedelta(days=1))
     grant = tenants.grant_permission(tenant=tenant, user=owner, perm="export_audit", actor=SYSTEM)
+    scim_user = sso.scim_create_user(provider=SSO_PROVIDER, user_name="scim-user", email="s@idp.test", actor=SYSTEM)
+    make_key(tenant, make_member(tenant, "viewer", scim_user), role="viewer", name="scim key")
+    scim_group = sso.scim_save_group(provider=SSO_PROVIDER, display_name="unrelated", member_ids=[], actor=SYSTEM)
     link_invitation = Invitation.objects.create(tenant=tenant, email="no-account-yet@example.test", role="developer",
                                                 expires_at=timezone.now() + timedelta(days=1))
     model = Model.objects.create(name="coder")
@@ -121,7 +124,8 @@ def build_world(model_root: Path) -> SimpleNamespace:
     for name in ("coder", "tiny-coder"):
         (model_root / name).mkdir()
     return SimpleNamespace(tenant=tenant, owner=owner, dev=dev, keys=keys, policy=policy, invitation=invitation,
-                           link_invitation=link_invitation, grant=grant,
+                           link_invitation=link_invitation, grant=grant, scim_user=scim_user,
+                           scim_group=scim_group,
                            guest=make_user("guest"), staff=make_user("root-ops", staff=True),
                            dev_membership=dev.memberships.get(tenant=tenant), model=model,
                            versions=versions, deployment=deployment, instance=instance, model_root=model_root)
@@ -167,6 +171,18 @@ CASES = {
     "tenants.grant_permission": (lambda w: tenants.grant_permission(tenant=w.tenant, user=w.dev, perm="view_audit",
                                                                     actor=ACTOR), ["member.grant"]),
     "tenants.revoke_permission": (lambda w: tenants.revoke_permission(w.grant, actor=ACTOR), ["member.grant_revoke"]),
+    "sso.scim_create_user": (lambda w: sso.scim_create_user(provider=SSO_PROVIDER, user_name="bjensen",
+                                                           email="b@idp.test", actor=ACTOR), ["scim.user_create"]),
+    "sso.scim_update_user": (lambda w: sso.scim_update_user(w.scim_user, provider=SSO_PROVIDER, email="new@idp.test",
+                                                           actor=ACTOR), ["scim.user_update"]),
+    "sso.scim_update_user:deactivate": (lambda w: sso.scim_update_user(w.scim_user, provider=SSO_PROVIDER,
+                                                                      active=False, actor=ACTOR),
+                                        ["scim.user_update", "api_key.revoke", "scim.user_deactivate"]),
+    "sso.scim_save_group": (lambda w: sso.scim_save_group(
+        provider=SSO_PROVIDER, display_name=f"switchyard:{w.tenant.slug}:developer", member_ids=[w.scim_user.pk],
+        actor=ACTOR), ["scim.group_save", "member.update"]),
+    "sso.scim_delete_group": (lambda w: sso.scim_delete_group(w.scim_group, provider=SSO_PROVIDER, actor=ACTOR),
+                              ["scim.group_delete"]),
     "tenants.update_tenant": (lambda w: tenants.update_tenant(w.tenant, name="Renamed", actor=ACTOR), ["tenant.update"]),
     "tenants.set_tenant_status": (lambda w: tenants.set_tenant_status(w.tenant, "suspended", actor=ACTOR),
                                   ["tenant.suspend"]),
