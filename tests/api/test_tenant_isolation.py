@@ -1,4 +1,5 @@
-"""Tenant isolation: tenant A's admin, by API key or by console session, cannot reach tenant B.
+"""Tenant isolation: tenant A's admin, by API key, by console session or as a single-sign-on user whose
+provider's groups make them A's owner, cannot reach tenant B.
 
 Every endpoint × every verb on B's objects answers 404 — exactly what a non-existent object gets,
 so the answer tells A nothing about B. A verb a route does not have at all answers 405 for both.
@@ -11,12 +12,15 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from audit.actor import Actor
 from audit.models import AuditEvent
 from fleet.models import Deployment, Instance
 from tenants.models import Invitation
+from tenants.services import grant_permission
 from tests.api.conftest import client_for, snapshot_tenant
 
-CREDENTIALS = ["api_key", "session"]
+# "sso_session": an owner of A who exists only through single sign-on (sso.services), signed in.
+CREDENTIALS = ["api_key", "session", "sso_session"]
 VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 GHOST_SLUG, GHOST_ID = "no-such-tenant", 987654321
 
@@ -36,6 +40,8 @@ ENDPOINTS = [
     ("quota", T + "/quotas/{quota}/", {"GET", "PATCH", "DELETE"}),
     ("invitations", T + "/invitations/", {"GET", "POST"}),
     ("invitation", T + "/invitations/{invitation}/", {"GET", "DELETE"}),
+    ("grants", T + "/grants/", {"GET", "POST"}),
+    ("grant", T + "/grants/{grant}/", {"GET", "DELETE"}),
     ("deployment", "/api/v1/deployments/{deployment}/", {"GET", "DELETE"}),
     ("deployment-scale", "/api/v1/deployments/{deployment}/scale/", {"POST"}),
     ("deployment-scaling", "/api/v1/deployments/{deployment}/scaling/", {"GET", "PUT"}),
@@ -55,7 +61,8 @@ ENDPOINTS = [
     ("audit-export-manifest", "/api/v1/audit/export/manifest?tenant={slug}", set()),
 ]
 COLLECTION_GETS = {"audit-export", "audit-export-manifest"}
-ID_ROUTES = [e for e in ENDPOINTS if any(f"{{{name}}}" in e[1] for name in ("member", "key", "quota", "invitation"))]
+ID_ROUTES = [e for e in ENDPOINTS
+             if any(f"{{{name}}}" in e[1] for name in ("member", "key", "quota", "invitation", "grant"))]
 
 
 @pytest.fixture
@@ -74,23 +81,43 @@ def world(world):
     world.a_deployment = Deployment.objects.create(tenant=world.a, name="coder-a", model_version=version,
                                                    runtime_backend="simulator")
     BudgetState.objects.create(tenant=world.b, checked_at=timezone.now())
+    world.b_grant = grant_permission(tenant=world.b, user=world.b_dev, perm="view_audit", actor=Actor.system("t"))
     return world
 
 # One body with every writable field of every endpoint, pointing at B's things, so a 404 can
 # never be a validation error in disguise.
 def _body(world):
     return {"name": "taken over", "email": "mallory@example.test", "role": "viewer", "scopes": ["inference"],
-            "user_id": world.b_dev.pk, "requests_per_minute": 1, "grace_seconds": 0, "min_replicas": 0}
+            "user_id": world.b_dev.pk, "permission": "view_audit", "requests_per_minute": 1, "grace_seconds": 0,
+            "min_replicas": 0}
 
 
 def _b_ids(world):
     seq = AuditEvent.objects.filter(tenant=world.b).values_list("seq", flat=True).first()
     return {"member": world.b_member.pk, "key": world.b_key.pk, "quota": world.b_quota.pk, "seq": seq,
-            "invitation": world.b_invitation.pk, "deployment": world.b_deployment.pk, "instance": world.b_instance.pk}
+            "invitation": world.b_invitation.pk, "deployment": world.b_deployment.pk, "instance": world.b_instance.pk,
+            "grant": world.b_grant.pk}
 
 
 def _ghost_ids():
-    return dict.fromkeys(("member", "key", "quota", "seq", "invitation", "deployment", "instance"), GHOST_ID)
+    return dict.fromkeys(("member", "key", "quota", "seq", "invitation", "deployment", "instance", "grant"), GHOST_ID)
+
+
+def _client(world, cred):
+    if cred != "sso_session":
+        return client_for(cred, world.alice.user, world.alice.key)
+    from rest_framework.test import APIClient
+
+    from sso.providers import Provider
+    from sso.services import sign_in_with_oidc
+
+    provider = Provider(name="idp", label="IdP", issuer="https://idp.test", client_id="c", client_secret="s")
+    user = sign_in_with_oidc(provider=provider, claims={
+        "iss": "https://idp.test", "sub": "owner-of-a", "email": "sso-owner@a.test",
+        "groups": [f"switchyard:{world.a.slug}:owner", "switchyard:no-such-tenant:owner"]})
+    client = APIClient()
+    client.force_login(user)
+    return client
 
 
 def _call(client, verb, url, body):
@@ -114,7 +141,7 @@ def _probe(client, template, verbs, real, ghost, body, skip=()):
 @pytest.mark.parametrize("cred", CREDENTIALS)
 @pytest.mark.parametrize("name,template,verbs", ENDPOINTS, ids=[e[0] for e in ENDPOINTS])
 def test_other_tenants_objects_are_not_found(world, cred, name, template, verbs):
-    client = client_for(cred, world.alice.user, world.alice.key)
+    client = _client(world, cred)
     before = snapshot_tenant(world.b)
     real = {"slug": world.b.slug, **_b_ids(world)}
     ghost = {"slug": GHOST_SLUG, **_ghost_ids()}
@@ -127,7 +154,7 @@ def test_other_tenants_objects_are_not_found(world, cred, name, template, verbs)
 @pytest.mark.parametrize("name,template,verbs", ID_ROUTES, ids=[e[0] for e in ID_ROUTES])
 def test_other_tenants_ids_under_own_slug_are_not_found(world, cred, name, template, verbs):
     """B's member / key / quota ids put under A's own URL: the queryset is A's, so 404."""
-    client = client_for(cred, world.alice.user, world.alice.key)
+    client = _client(world, cred)
     before = snapshot_tenant(world.b), snapshot_tenant(world.a)
     real = {"slug": world.a.slug, **_b_ids(world)}
     ghost = {"slug": world.a.slug, **_ghost_ids()}
@@ -152,7 +179,7 @@ def _all_audit_pages(client, url="/api/v1/audit/events/?page_size=200"):
 
 @pytest.mark.parametrize("cred", CREDENTIALS)
 def test_lists_hold_only_own_tenant(world, cred):
-    client = client_for(cred, world.alice.user, world.alice.key)
+    client = _client(world, cred)
     tenants = client.get("/api/v1/tenants/")
     assert [t["slug"] for t in tenants.json()["results"]] == [world.a.slug]
     events = _all_audit_pages(client)
@@ -165,7 +192,7 @@ def test_lists_hold_only_own_tenant(world, cred):
 
 @pytest.mark.parametrize("cred", CREDENTIALS)
 def test_audit_filter_naming_other_tenant_finds_nothing(world, cred):
-    client = client_for(cred, world.alice.user, world.alice.key)
+    client = _client(world, cred)
     assert client.get(f"/api/v1/audit/events/?tenant={world.b.slug}").json()["results"] == []
     assert client.get(f"/api/v1/audit/events/?actor={world.bob.user.username}").json()["results"] == []
 
@@ -173,7 +200,7 @@ def test_audit_filter_naming_other_tenant_finds_nothing(world, cred):
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
 @pytest.mark.parametrize("cred", CREDENTIALS)
 def test_exports_hold_no_other_tenant_rows(world, cred, fmt):
-    client = client_for(cred, world.alice.user, world.alice.key)
+    client = _client(world, cred)
     response = client.get(f"/api/v1/audit/export?format={fmt}")
     assert response.status_code == 200
     text = b"".join(response.streaming_content).decode()
@@ -189,7 +216,7 @@ def test_exports_hold_no_other_tenant_rows(world, cred, fmt):
 @pytest.mark.parametrize("cred", CREDENTIALS)
 def test_filtering_by_other_tenants_id_answers_like_a_missing_id(world, cred):
     """Otherwise "not a valid choice" vs. an empty page would tell A which ids exist in B."""
-    client = client_for(cred, world.alice.user, world.alice.key)
+    client = _client(world, cred)
     base = f"/api/v1/tenants/{world.a.slug}/quotas/"
     for param, b_id in (("api_key", world.b_key.pk), ("user", world.b_dev.pk)):
         b_answer = client.get(f"{base}?{param}={b_id}")
@@ -210,7 +237,7 @@ BODY_ID_CASES = [
 @pytest.mark.parametrize("cred", CREDENTIALS)
 @pytest.mark.parametrize("path,body,field", BODY_ID_CASES, ids=[f"{c[0]}{c[2]}" for c in BODY_ID_CASES])
 def test_other_tenants_ids_in_bodies_are_refused_by_field(world, cred, path, body, field):
-    client = client_for(cred, world.alice.user, world.alice.key)
+    client = _client(world, cred)
     before = snapshot_tenant(world.a), snapshot_tenant(world.b)
     response = client.post(f"/api/v1/tenants/{world.a.slug}/{path}", body(world), format="json")
     assert response.status_code == 400, response.content
@@ -220,7 +247,7 @@ def test_other_tenants_ids_in_bodies_are_refused_by_field(world, cred, path, bod
 
 @pytest.mark.parametrize("cred", CREDENTIALS)
 def test_quota_subject_cannot_be_moved_to_other_tenants_key(world, cred):
-    client = client_for(cred, world.alice.user, world.alice.key)
+    client = _client(world, cred)
     url = f"/api/v1/tenants/{world.a.slug}/quotas/{world.a_quota.pk}/"
     response = client.patch(url, {"api_key_id": world.b_key.pk, "user_id": world.b_dev.pk}, format="json")
     assert response.status_code in (200, 400)
@@ -230,7 +257,7 @@ def test_quota_subject_cannot_be_moved_to_other_tenants_key(world, cred):
 
 @pytest.mark.parametrize("cred", CREDENTIALS)
 def test_other_tenants_instance_under_own_deployment_is_not_found(world, cred):
-    client = client_for(cred, world.alice.user, world.alice.key)
+    client = _client(world, cred)
     for action in ("drain", "restart"):
         url = "/api/v1/deployments/{dep}/instances/{instance}/" + action + "/"
         real = client.post(url.format(dep=world.a_deployment.pk, instance=world.b_instance.pk))
@@ -242,7 +269,7 @@ def test_other_tenants_instance_under_own_deployment_is_not_found(world, cred):
 
 @pytest.mark.parametrize("cred", CREDENTIALS)
 def test_deploying_into_other_tenant_answers_like_a_missing_one(world, cred):
-    client = client_for(cred, world.alice.user, world.alice.key)
+    client = _client(world, cred)
     body = {"name": "sneaky", "model_version": world.b_deployment.model_version_id, "runtime_backend": "simulator"}
     real = client.post("/api/v1/deployments/", {**body, "tenant": world.b.slug}, format="json")
     ghost = client.post("/api/v1/deployments/", {**body, "tenant": GHOST_SLUG}, format="json")
@@ -252,7 +279,7 @@ def test_deploying_into_other_tenant_answers_like_a_missing_one(world, cred):
 
 @pytest.mark.parametrize("cred", CREDENTIALS)
 def test_fleet_and_usage_lists_hold_only_own_tenant(world, cred):
-    client = client_for(cred, world.alice.user, world.alice.key)
+    client = _client(world, cred)
     deployments = client.get("/api/v1/deployments/").json()["results"]
     assert [d["tenant"] for d in deployments] == [world.a.slug]
     assert [r["tenant"] for r in client.get("/api/v1/usage/budgets").json()["rows"]] == []
