@@ -34,3 +34,15 @@ def test_an_unreachable_provider_ends_at_the_sign_in_page(db, settings):
     forget_discovery()
     response = Client().get("/console/sso/down/")
     assert response.status_code == 302 and response["Location"] == "/console/login/?sso=failed"
+
+
+def test_several_providers_each_get_a_button(db, settings):
+    common = {"client_id": "c", "client_secret": "s"}
+    settings.SWITCHYARD_OIDC_PROVIDERS = {"okta": {"label": "Okta", "issuer": "https://okta.example/o", **common},
+                                          "entra": {"label": "Microsoft", "issuer": "https://login.example/t/v2.0",
+                                                    **common}}
+    page = Client().get("/console/login/").content.decode()
+    assert 'href="/console/sso/okta/"' in page and 'href="/console/sso/entra/"' in page
+    assert "Sign in with Microsoft" in page and "Sign in with Okta" in page
+    policy = Client().get("/console/login/")["Content-Security-Policy"]
+    assert "form-action 'self' https://login.example https://okta.example" in policy  # the providers' logout
