@@ -6,6 +6,7 @@ import asyncio
 import gc
 import itertools
 import os
+import random
 import secrets
 import time
 from functools import partial
@@ -116,6 +117,7 @@ class SimulatorApp:
         self.engine = Engine(config, self.metrics)
         self.metrics.attach_engine(self.engine)
         self._seeds = itertools.count(config.seed << 32)
+        self._faults = random.Random(config.seed)  # which requests error_rate fails: reproducible per seed
         self._next_id = random_hex_ids().__next__
         self._record = RequestRecorder(config.record_requests).record if config.record_requests else None
         self.routes = {
@@ -217,6 +219,8 @@ class SimulatorApp:
             return await send_bytes(send, exc.status, exc.body())
         if self.config.max_num_queued_reqs and self.engine.unfinished() >= self.config.max_num_queued_reqs:
             return await send_bytes(send, 503, protocol.error_body(protocol.QUEUE_FULL, 503))
+        if self.config.error_rate and self._faults.random() < self.config.error_rate:
+            return await send_bytes(send, 500, protocol.error_body(protocol.GENERATION_FAILED, 500))
         if params.sequences > 1 or params.continuous_usage:
             return await choices.serve(self, scope, receive, send, params, chat)
         rid = ("chatcmpl-" if chat else "cmpl-") + self._next_id()

@@ -261,7 +261,7 @@ class Engine:
         ms = cfg.prefill_ms_per_token * prefill_tokens
         if decodes:
             ms += cfg.decode_ms_per_token * (1.0 + cfg.batch_alpha * (decodes - 1))
-        return ms / 1000.0
+        return ms * cfg.latency_multiplier / 1000.0
 
     # ----------------------------------------------------------- schedule
     def schedule(self) -> Scheduled:
