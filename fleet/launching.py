@@ -35,7 +35,7 @@ def claim(deployment_id: int, instance_id: int) -> tuple[Instance, str] | None:
         return None
     stale = timezone.now() - CLAIM_TTL
     instance = (Instance.objects.select_for_update(of=("self",))
-                .select_related("deployment__model_version__model", "deployment__tenant")
+                .select_related("deployment__model_version__model", "deployment__tenant", "model_version__model")
                 .filter(Q(launch_claimed_at__isnull=True) | Q(launch_claimed_at__lt=stale),
                         pk=instance_id, deployment_id=deployment_id, state=S.PENDING).first())
     if instance is None:

@@ -68,6 +68,24 @@ def _check_runtime(deployment, errors: dict) -> None:
 
 def simulator_params_problem(params: dict) -> str | None:
     """Why `params` are not valid flags of `python -m simulator`, or None."""
+    from fleet.runtime.simulator import VERSIONS_KEY
+
+    per_version = params.get(VERSIONS_KEY)
+    if per_version is not None:
+        if not isinstance(per_version, dict) or not all(isinstance(v, dict) for v in per_version.values()):
+            return f"{VERSIONS_KEY} must map version labels to simulator parameters."
+        for label, overrides in per_version.items():
+            problem = _flags_problem({**_without(params, VERSIONS_KEY), **overrides})
+            if problem:
+                return f"{VERSIONS_KEY}[{label!r}]: {problem}"
+    return _flags_problem(_without(params, VERSIONS_KEY))
+
+
+def _without(params: dict, key: str) -> dict:
+    return {k: v for k, v in params.items() if k != key}
+
+
+def _flags_problem(params: dict) -> str | None:
     from simulator.config import SimulatorConfig
 
     allowed = {f.name: type(f.default) for f in fields(SimulatorConfig)}
