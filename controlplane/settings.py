@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "models_registry",
     "usage",
     "fleet",
+    "rollouts",
     "console",
 ]
 
@@ -315,6 +316,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 5.0,
         "options": {"expires": 4},
     },
+    "rollouts-step-all": {
+        "task": "rollouts.step_all",
+        "schedule": 5.0,
+        "options": {"expires": 4},
+    },
     "usage-roll-up-recent": {
         "task": "usage.roll_up_recent",
         "schedule": 300.0,
@@ -331,6 +337,10 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 50},
     },
 }
+
+# --- Rollouts (docs/rollouts.md) ---
+# How long a rollout waits for the new version's engines to be ready before it is aborted.
+SWITCHYARD_ROLLOUT_START_DEADLINE_SECONDS = env_int("SWITCHYARD_ROLLOUT_START_DEADLINE_SECONDS", 1800, minimum=10)
 
 # --- Fleet (docs/fleet.md) ---
 # Runtime backends by name (docs/runtime-backends.md): each a class and the options its constructor takes.

@@ -251,6 +251,7 @@ class InferenceHandler:
                 break
             if attempt:
                 state.metrics.retries.labels(record.model_name).inc()
+                record.retried_instance_id = record.instance_id  # its failure counts against its version
             tried.add(upstream.instance_id)
             record.instance_id, record.model_version_id = upstream.instance_id, upstream.model_version_id
             failure = await self._try(call, upstream, client, record, estimate, token_cap, budget)

@@ -28,7 +28,7 @@ def _event(request_id: str, tenant_id, **fields) -> dict:
               "endpoint": "chat", "status_code": 404, "outcome": "client_error", "prompt_tokens": 0,
               "completion_tokens": 0, "cached_tokens": 0, "ttft_ms": None, "latency_ms": 1.5, "redactions": 0,
               "cache_hit": False, "fallback_used": False, "streamed": False, "redacted_prompt": "def f():",
-              "wake_wait_ms": None}
+              "wake_wait_ms": None, "retried_instance_id": None}
     values.update(fields)
     return values
 
