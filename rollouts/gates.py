@@ -2,9 +2,10 @@
 
 A gate compares the new version (B) with the old one (A) over the same window: B's error rate under
 an absolute ceiling and under `error_rate_ratio` × A's (plus a small margin, so 0 vs 1 error on a
-few requests is not a failure), B's p95 time to first token under `ttft_p95_ratio` × A's, and none of
+few requests is not a failure), B's p95 time to first token under `ttft_p95_ratio` × A's (plus a margin of milliseconds), and none of
 B's engines failed. Nothing is judged before B has served `min_requests`: a failing gate rolls back
-at once, passing ones must also hold for the stage's bake time. A's figures come from the same
+at once, passing ones must also hold for the stage's bake time; still too few requests
+`data_timeout_seconds` after the bake is "insufficient" (the rollout pauses for a person). A's figures come from the same
 window when A still has enough traffic, else from its baseline taken before traffic moved.
 """
 from __future__ import annotations
@@ -29,8 +30,10 @@ class Gates:
     error_rate_ratio: float = 2.0
     error_rate_margin: float = 0.01
     ttft_p95_ratio: float = 1.2
+    ttft_p95_margin_ms: float = 50.0  # so milliseconds of noise on a fast model fail nothing
     min_requests: int = 50
     window_seconds: int = 300
+    data_timeout_seconds: int = 600  # after the bake, how long to wait for min_requests before pausing
 
     @classmethod
     def from_json(cls, data: dict | None) -> "Gates":
@@ -62,6 +65,7 @@ class Observation:
     old_baseline: Figures | None = None
     failed_engines: int = 0  # engines of the new version that failed since the rollout started
     baked: bool = False  # the stage's bake time is over
+    overdue: bool = False  # … and so is the data timeout after it
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ def evaluate(gates: Gates, seen: Observation) -> Evaluation:
     if seen.new.requests < max(1, gates.min_requests):
         if gates.min_requests <= 0 and seen.baked:
             return Evaluation(Verdict.PASS)
-        verdict = Verdict.INSUFFICIENT if seen.baked else Verdict.WAIT
+        verdict = Verdict.INSUFFICIENT if seen.baked and seen.overdue else Verdict.WAIT
         return Evaluation(verdict, (), (f"{seen.new.requests} of {gates.min_requests} requests needed",))
     failures = [found for found in (_error_ceiling(gates, seen), _error_ratio(gates, seen), _ttft(gates, seen))
                 if found]
@@ -121,7 +125,8 @@ def _ttft(gates: Gates, seen: Observation):
     if old is None or old.ttft_p95_ms is None or seen.new.ttft_p95_ms is None or old.ttft_p95_ms <= 0:
         return None
     ratio = seen.new.ttft_p95_ms / old.ttft_p95_ms
-    if ratio > gates.ttft_p95_ratio:
+    if seen.new.ttft_p95_ms > old.ttft_p95_ms * gates.ttft_p95_ratio + gates.ttft_p95_margin_ms:
         return ("ttft_p95_vs_old", f"p95 TTFT {seen.new.ttft_p95_ms:.0f} ms is {ratio:.2f}× the old version's "
-                                   f"{old.ttft_p95_ms:.0f} ms (limit {gates.ttft_p95_ratio}×)")
+                                   f"{old.ttft_p95_ms:.0f} ms (limit {gates.ttft_p95_ratio}× "
+                                   f"+ {gates.ttft_p95_margin_ms:.0f} ms)")
     return None

@@ -2,7 +2,8 @@
 
 pending → ramping once every engine of the new version the first stage and a rollback need is ready;
 ramping: a failing gate rolls back at once, a baked stage with every gate holding advances (the
-last one promotes), a baked stage with too few requests pauses for a person to decide; paused:
+last one promotes), a stage still short of requests a data timeout after its bake pauses for a
+person to decide; paused:
 only a failing gate acts. After a promotion the old version is retired when its grace is over.
 """
 from datetime import timedelta
@@ -96,11 +97,14 @@ def observe(rollout: Rollout, gates: Gates) -> Observation:
     now = timezone.now()
     since = max(rollout.stage_started_at or now, now - timedelta(seconds=gates.window_seconds))
     bake = rollout.stages[rollout.stage_index]["bake_seconds"]
-    baked = rollout.stage_started_at is not None and now >= rollout.stage_started_at + timedelta(seconds=bake)
+    started = rollout.stage_started_at
+    baked = started is not None and now >= started + timedelta(seconds=bake)
+    overdue = started is not None and now >= started + timedelta(seconds=bake + gates.data_timeout_seconds)
     baseline = Figures(**rollout.baseline) if rollout.baseline else None
     return Observation(new=selectors.figures(rollout.deployment, rollout.to_version_id, since),
                        old=selectors.figures(rollout.deployment, rollout.from_version_id, since),
-                       old_baseline=baseline, failed_engines=selectors.failed_engines(rollout), baked=baked)
+                       old_baseline=baseline, failed_engines=selectors.failed_engines(rollout), baked=baked,
+                       overdue=overdue)
 
 
 def _grace_over(rollout: Rollout) -> bool:

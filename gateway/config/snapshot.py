@@ -88,6 +88,9 @@ class Pool:
     fallback_model: str = ""  # where requests go while this pool is saturated or slow
     # Seconds a request may wait for this deployment to wake from zero; None: it never sleeps.
     wake_timeout: float | None = None
+    # While a rollout splits traffic: ((version id, weight), …), the new version first; empty otherwise.
+    version_weights: tuple[tuple[int, float], ...] = ()
+    sticky_by: str = ""  # what keeps a caller on one version then (rollouts.models.StickyBy)
 
     @property
     def asleep(self) -> bool:

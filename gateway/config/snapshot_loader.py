@@ -106,6 +106,9 @@ def _load_pools() -> dict[str, tuple[Pool, ...]]:
     from fleet.models import Deployment, DeploymentStatus, InstanceRole
     from fleet.states import InstanceState
 
+    from rollouts.selectors import routing_weights, sticky_modes
+
+    weights, sticky = routing_weights(), sticky_modes()
     pools: dict[str, list[Pool]] = {}
     deployments = (Deployment.objects.filter(status=DeploymentStatus.ACTIVE)
                    .select_related("model_version__model", "scaling").prefetch_related("instances"))
@@ -113,14 +116,24 @@ def _load_pools() -> dict[str, tuple[Pool, ...]]:
         # Warm instances are started and healthy but not routed until the fleet promotes them.
         ready = [i for i in deployment.instances.all()
                  if i.state == InstanceState.READY and i.role == InstanceRole.SERVING and i.endpoint_url]
-        pools.setdefault(deployment.model_version.model.name, []).append(_pool(deployment, ready))
+        if deployment.pk not in weights:
+            # Traffic not split: only the deployment's version serves, even before reconcile has moved the
+            # other version's engines aside — a rollback or promotion takes effect with this snapshot.
+            ready = [i for i in ready if (i.model_version_id or deployment.model_version_id)
+                     == deployment.model_version_id]
+        pool = _pool(deployment, ready)
+        if deployment.pk in weights:
+            pool = dataclasses.replace(pool, version_weights=weights[deployment.pk],
+                                       sticky_by=sticky.get(deployment.pk, ""))
+        pools.setdefault(deployment.model_version.model.name, []).append(pool)
     return {name: tuple(found) for name, found in pools.items()}
 
 
 def _pool(deployment, ready_instances) -> Pool:
     upstreams = tuple(
         Upstream(instance_id=i.pk, url=i.endpoint_url.rstrip("/"), deployment_id=deployment.pk,
-                 model_version_id=deployment.model_version_id, shared=deployment.tenant_id is None)
+                 model_version_id=i.model_version_id or deployment.model_version_id,
+                 shared=deployment.tenant_id is None)
         for i in ready_instances)
     return Pool(deployment_id=deployment.pk, tenant_id=deployment.tenant_id,
                 model_version_id=deployment.model_version_id,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import time
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from gateway.pipeline.redaction import PREFIX_MARGIN, RedactionMode, redact_body
 from gateway.pipeline.sse import SseRelay
 from gateway.routing.balancer import RouteHints
 from gateway.routing.fair_queue import QueueFull, QueueTimeout
+from gateway.routing.versions import SESSION_HEADER, pick_version, sticky_key, split_pool
 from gateway.server import DISCONNECT_EXTENSION
 
 MODEL_NAME_CHARS = 200  # usage.UsageEvent.model_name's length
@@ -105,6 +107,10 @@ class InferenceHandler:
         affinity = header(scope, b"x-switchyard-affinity")
         hints = RouteHints(payload, record.endpoint, payload["model"],
                            affinity.decode("latin-1") if affinity else None, tenant.id)
+        split = split_pool(pools)
+        if split is not None:  # a rollout splits this deployment's traffic: the version first, then an engine
+            sticky = sticky_key(split.sticky_by, header(scope, SESSION_HEADER), payload.get("user"), key.id)
+            hints.version = pick_version(pools, sticky, random.random())
         batch = (header(scope, b"x-switchyard-priority") or b"").lower() == b"batch"
         use_cache = (header(scope, OPT_OUT_HEADER) or b"").lower() != b"no"
         return Call(record.endpoint, key, tenant, pools, payload, hints, batch, use_cache, raw=raw, parsed=payload,
@@ -163,6 +169,8 @@ class InferenceHandler:
         if not (dedup.enabled and call.use_cache and cacheable(call.payload)):
             return None
         versions = tuple(sorted({p.model_version_id for p in call.pools if p.upstreams}))
+        if call.hints.version is not None:  # a rollout's pick: only that version's answers are this request's
+            versions = (call.hints.version[1],)
         return cache_key(dedup.prefix, call.tenant.id, versions, call.kind, call.payload)
 
     async def _from_cache(self, key: str, client: ClientStream, record: RequestRecord) -> bool:

@@ -118,7 +118,7 @@ def test_a_three_times_slower_b_is_rolled_back_on_the_ttft_gate(world):
 
 @pytest.mark.django_db
 def test_a_baked_stage_without_enough_requests_pauses_and_a_person_resumes_it(world):
-    rollout = start(world)
+    rollout = start(world, gates={**GATES, "data_timeout_seconds": 0})
     warm_up(world)
     stepping.step(rollout.pk)
     serve(world.deployment, world.b, ok=3)
