@@ -145,6 +145,22 @@ ROWS = [
     ("deployment-list", "POST", lambda c, w, me: c.post("/api/v1/deployments/", {
         "tenant": "tenant-a", "name": "new-one", "model_version": w.versions.main.pk, "runtime_backend": "simulator"},
         format="json"), "status", (201, 201, 201, 403, 403, 403, 403)),
+    # rollouts: read with the fleet, started and steered by who manages it
+    ("rollout-list", "GET", lambda c, w, me: c.get("/api/v1/rollouts/"), "status", (200, 200, 200, 200, 403, 200, 403)),
+    ("rollout-detail", "GET", lambda c, w, me: c.get(f"/api/v1/rollouts/{w.rollout.pk}/"), "status",
+     (200, 200, 200, 200, 403, 200, 403)),
+    ("rollout-list", "POST", lambda c, w, me: c.post("/api/v1/rollouts/", {
+        "deployment": w.dep.pk, "to_version": w.versions.next.pk}, format="json"), "status",
+     (201, 201, 201, 403, 403, 403, 403)),
+    ("rollout-pause", "POST", lambda c, w, me: c.post(f"/api/v1/rollouts/{w.rollout.pk}/pause/"), "status",
+     (200, 200, 200, 403, 403, 403, 403)),
+    ("rollout-resume", "POST", lambda c, w, me: c.post(f"/api/v1/rollouts/{w.rollout.pk}/resume/"), "status",
+     (200, 200, 200, 403, 403, 403, 403)),
+    ("rollout-promote", "POST", lambda c, w, me: c.post(f"/api/v1/rollouts/{w.rollout.pk}/promote/"), "status",
+     (200, 200, 200, 403, 403, 403, 403)),
+    ("rollout-roll-back", "POST", lambda c, w, me: c.post(f"/api/v1/rollouts/{w.rollout.pk}/roll-back/", {},
+                                                          format="json"), "status",
+     (200, 200, 200, 403, 403, 403, 403)),
     # the registry: read by who works with the fleet (internals: owners and admins), written by platform staff
     ("model-list", "GET", lambda c, w, me: c.get("/api/v1/models/"), "status", (200, 200, 200, 200, 403, 200, 403)),
     ("model-detail", "GET", lambda c, w, me: c.get(f"/api/v1/models/{w.versions.model.pk}/"), "status",
