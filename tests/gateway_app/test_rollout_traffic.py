@@ -30,8 +30,10 @@ FAST = ("--decode-ms-per-token", "1", "--prefill-ms-per-token", "0.01")
 @pytest.fixture(scope="module")
 def engines(simulators):
     """Two engines of version A, a healthy B and a B that fails 20 % of its requests."""
+    slow_prefill = ("--decode-ms-per-token", "1", "--prefill-ms-per-token", "10")
     return {"a": [simulators(*FAST) for _ in range(2)], "b_good": simulators(*FAST),
-            "b_bad": simulators(*FAST, "--error-rate", "0.2", "--seed", "5")}
+            "b_bad": simulators(*FAST, "--error-rate", "0.2", "--seed", "5"),
+            "a_prefill": simulators(*slow_prefill), "b_slow": simulators(*slow_prefill, "--latency-multiplier", "3")}
 
 
 @pytest.fixture
@@ -154,6 +156,28 @@ def test_a_version_failing_a_fifth_of_its_requests_is_rolled_back_with_every_req
     before = len(usage_rows())
     assert send(server, key, 30) == [200] * 30
     assert {row.instance_id for row in metered(before + 30)[before:]}.isdisjoint({b_instance.pk})
+
+
+def test_a_version_three_times_slower_to_first_token_is_rolled_back_on_the_ttft_gate(gateway, alice, key, engines):
+    deployment, a, b = fleet(alice.tenant, engines["b_slow"].url)
+    add_engines(deployment, a, [engines["a_prefill"].url])
+    add_engines(deployment, b, [engines["b_slow"].url])
+    server = gateway()
+    server.wait_until_serving(key, MODEL)
+    rollout = ramp(server, deployment, b, stages=[{"weight": 0.5, "bake_seconds": 900},
+                                                  {"weight": 1.0, "bake_seconds": 0}],
+                   gates={"min_requests": 20}, sticky_by="none")
+    statuses, sent = [], 0
+    while Rollout.objects.get(pk=rollout.pk).state == RolloutState.RAMPING and sent < 400:
+        statuses += send(server, key, 20)
+        sent += 20
+        metered(sent)
+        stepping.step(rollout.pk)
+    rollout = Rollout.objects.get(pk=rollout.pk)
+    assert rollout.state == RolloutState.ROLLED_BACK, rollout.last_evaluation
+    assert rollout.last_evaluation["failed"] == ["ttft_p95_vs_old"]
+    print("slow B:", rollout.last_evaluation["new"], "vs A:", rollout.last_evaluation["old"])
+    assert statuses == [200] * sent
 
 
 def test_a_healthy_canary_is_promoted_through_every_stage_without_a_failed_request(gateway, alice, key, engines):
