@@ -2,11 +2,12 @@
 
 A gate compares the new version (B) with the old one (A) over the same window: B's error rate under
 an absolute ceiling and under `error_rate_ratio` × A's (plus a small margin, so 0 vs 1 error on a
-few requests is not a failure), B's p95 time to first token under `ttft_p95_ratio` × A's (plus a margin of milliseconds), and none of
-B's engines failed. Nothing is judged before B has served `min_requests`: a failing gate rolls back
-at once, passing ones must also hold for the stage's bake time; still too few requests
-`data_timeout_seconds` after the bake is "insufficient" (the rollout pauses for a person). A's figures come from the same
-window when A still has enough traffic, else from its baseline taken before traffic moved.
+few requests is not a failure), B's p95 time to first token under `ttft_p95_ratio` × A's (plus a
+margin of milliseconds), and none of B's engines failed. Nothing is judged before B has served
+`min_requests`: a failing gate rolls back at once, passing ones must also hold for the stage's bake
+time; still too few requests `data_timeout_seconds` after the bake is "insufficient" (the rollout
+pauses for a person). A's figures come from the same window when A still has enough traffic, else
+from its baseline taken before traffic moved.
 """
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ class Evaluation:
 def evaluate(gates: Gates, seen: Observation) -> Evaluation:
     """The verdict on the new version from what was seen."""
     if seen.failed_engines:
-        return Evaluation(Verdict.FAIL, ("engine_health",), (f"{seen.failed_engines} engine(s) of the new version failed",))
+        why = f"{seen.failed_engines} engine(s) of the new version failed"
+        return Evaluation(Verdict.FAIL, ("engine_health",), (why,))
     if seen.new.requests < max(1, gates.min_requests):
         if gates.min_requests <= 0 and seen.baked:
             return Evaluation(Verdict.PASS)

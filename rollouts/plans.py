@@ -44,8 +44,8 @@ def _stage(stage) -> dict:
 
 
 GATE_BOUNDS = {"max_error_rate": (0.0, 1.0), "error_rate_ratio": (1.0, 100.0), "error_rate_margin": (0.0, 1.0),
-               "ttft_p95_ratio": (1.0, 100.0), "ttft_p95_margin_ms": (0.0, 60_000.0), "min_requests": (0, 1_000_000), "window_seconds": (10, 86400),
-               "data_timeout_seconds": (0, 7 * 86400)}
+               "ttft_p95_ratio": (1.0, 100.0), "ttft_p95_margin_ms": (0.0, 60_000.0), "min_requests": (0, 1_000_000),
+               "window_seconds": (10, 86400), "data_timeout_seconds": (0, 7 * 86400)}
 
 
 def clean_gates(gates: dict | None) -> dict:
@@ -61,5 +61,6 @@ def clean_gates(gates: dict | None) -> dict:
         integral = name in ("min_requests", "window_seconds", "data_timeout_seconds")
         kind_ok = isinstance(value, int) if integral else isinstance(value, (int, float))
         if isinstance(value, bool) or not kind_ok or not low <= value <= high:
-            raise ValidationError({"gates": f"{name} must be a {'whole ' if integral else ''}number from {low} to {high}."})
+            kind = "whole number" if integral else "number"
+            raise ValidationError({"gates": f"{name} must be a {kind} from {low} to {high}."})
     return Gates.from_json(given).as_json()

@@ -33,7 +33,8 @@ def version_plan_for(deployment) -> VersionPlan:
     """Traffic weights while a rollout is active; the old version kept warm during a promotion's grace."""
     rollout = active_rollout(deployment.pk)
     if rollout is not None:
-        return VersionPlan(weights={rollout.from_version_id: 1.0 - rollout.weight, rollout.to_version_id: rollout.weight})
+        weights = {rollout.from_version_id: 1.0 - rollout.weight, rollout.to_version_id: rollout.weight}
+        return VersionPlan(weights=weights)
     promoted = in_grace(deployment.pk)
     if promoted is not None and promoted.from_version_id != deployment.model_version_id:
         return VersionPlan(keep_warm={promoted.from_version_id: deployment.serving_target})

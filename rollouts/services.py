@@ -13,8 +13,7 @@ from audit.services import record_event
 from fleet.models import Deployment, DeploymentStatus
 from models_registry.models import VersionStatus
 from rollouts import plans
-from rollouts.models import (ACTIVE_STATES, DEFAULT_GRACE_SECONDS, Rollout, RolloutState, RolloutStrategy,
-                             StickyBy)
+from rollouts.models import ACTIVE_STATES, DEFAULT_GRACE_SECONDS, Rollout, RolloutState, RolloutStrategy, StickyBy
 from rollouts.views import rollout_view
 
 R = RolloutState

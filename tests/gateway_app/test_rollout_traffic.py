@@ -128,7 +128,8 @@ def test_a_sticky_session_stays_on_one_version(gateway, alice, key, engines):
     assert set().union(*versions_of.values()) == {a.pk, b.pk}
 
 
-def test_a_version_failing_a_fifth_of_its_requests_is_rolled_back_with_every_request_answered(gateway, alice, key, engines):
+def test_a_version_failing_a_fifth_of_its_requests_is_rolled_back_with_every_request_answered(gateway, alice, key,
+                                                                                            engines):
     deployment, a, b = fleet(alice.tenant, engines["b_bad"].url)
     add_engines(deployment, a, [e.url for e in engines["a"]])
     add_engines(deployment, b, [engines["b_bad"].url])
@@ -196,7 +197,8 @@ def test_a_healthy_canary_is_promoted_through_every_stage_without_a_failed_reque
         metered(sent)
         weights.append(Rollout.objects.get(pk=rollout.pk).weight)
         stepping.step(rollout.pk)
-    assert Rollout.objects.get(pk=rollout.pk).state == RolloutState.PROMOTED, Rollout.objects.get(pk=rollout.pk).last_evaluation
+    finished = Rollout.objects.get(pk=rollout.pk)
+    assert finished.state == RolloutState.PROMOTED, finished.last_evaluation
     assert sorted(set(weights)) == [0.1, 0.5, 1.0]
     assert statuses == [200] * sent
     assert Deployment.objects.get(pk=deployment.pk).model_version_id == b.pk

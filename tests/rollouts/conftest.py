@@ -9,7 +9,7 @@ from audit.actor import Actor
 from fleet import reconcile
 from fleet.models import Deployment, Instance
 from fleet.states import InstanceState
-from tests.fleet.conftest import make_version
+from tests.fleet.conftest import fleet_settings, make_version, no_engine_left_behind  # noqa: F401 (autouse)
 
 ADMIN = Actor.system("rollout-tests")
 S = InstanceState
