@@ -89,3 +89,23 @@ def test_a_simulator_engine_starts_from_its_own_version_and_that_versions_fault_
 ])
 def test_per_version_simulator_parameters_are_checked(params, problem):
     assert simulator_params_problem(params) == problem
+
+
+@pytest.mark.django_db
+def test_an_engines_gpu_time_is_costed_to_the_version_it_runs():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from usage.cost.hourly import range_shares
+    from usage.periods import HOUR, floor_hour
+
+    hour = floor_hour(timezone.now()) - HOUR
+    old, new = make_version(), make_version(artifact_uri="fleet-tiny-coder-b")
+    deployment = Deployment.objects.create(name="c", model_version=old, min_replicas=2, max_replicas=2,
+                                           runtime_backend="simulator", gpu_type="l4")
+    for version in (old, new):
+        Instance.objects.create(deployment=deployment, model_version=version, state=S.READY, starting_at=hour,
+                                ready_at=hour, stopped_at=hour + timedelta(minutes=30))
+    shares = range_shares(hour, hour + HOUR, timezone.now())[hour]
+    assert {share.model_version_id for share in shares} == {old.pk, new.pk}
