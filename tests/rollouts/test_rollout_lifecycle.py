@@ -205,3 +205,26 @@ def test_at_most_one_active_rollout_per_deployment_even_past_the_service(world):
     with pytest.raises(IntegrityError), transaction.atomic():
         Rollout.objects.create(deployment=world.deployment, from_version=world.a, to_version=world.b, stages=FAST)
     assert rollout.deployment.rollout_in_progress()
+
+
+@pytest.mark.django_db
+def test_the_autoscaler_does_not_scale_down_during_a_rollout(world):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from fleet import services as fleet_services
+    from fleet.autoscaling import scaler
+    from fleet.models import DemandSample
+
+    Deployment.objects.filter(pk=world.deployment.pk).update(min_replicas=1, max_replicas=4)
+    fleet_services.set_scaling_policy(world.deployment, actor=ADMIN, idle_window_seconds=20, cooldown_down_seconds=0)
+    Deployment.objects.filter(pk=world.deployment.pk).update(serving_replicas=2)
+    now = timezone.now()
+    for age in range(25, 0, -5):  # idle for the whole window: one instance fewer, were it not for the rollout
+        DemandSample.objects.create(deployment=world.deployment, at=now - timedelta(seconds=age), serving=2)
+    rollout = start(world)
+    assert scaler.run_pass()["changed"] == 0
+    services.roll_back_rollout(rollout, actor=ADMIN)
+    assert scaler.run_pass()["changed"] == 1
+    assert Deployment.objects.get(pk=world.deployment.pk).serving_replicas == 1
