@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from audit.actor import Actor
 from audit.services import record_event
+from fleet.caps import second_set_problem
 from fleet.models import Deployment, DeploymentStatus
 from models_registry.models import VersionStatus
 from rollouts import plans
@@ -84,6 +85,10 @@ def _check_startable(deployment: Deployment, to_version, strategy: str, sticky_b
         errors["deployment"] = "The deployment is asleep at zero: wake it (or raise min_replicas) first."
     elif deployment.rollouts.filter(state__in=ACTIVE_STATES).exists():
         errors["deployment"] = "A rollout of this deployment is already in progress."
+    else:
+        problem = second_set_problem(deployment, deployment.serving_target)
+        if problem:
+            errors["deployment"] = problem
     if errors:
         raise ValidationError(errors)
 

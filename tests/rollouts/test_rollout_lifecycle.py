@@ -198,6 +198,20 @@ def test_a_sleeping_or_deleting_deployment_cannot_be_rolled_out(world):
 
 
 @pytest.mark.django_db
+def test_a_tenant_without_quota_room_for_the_second_set_of_engines_is_refused(world, settings):
+    from tests.factories import make_tenant
+
+    tenant = make_tenant("tight")
+    Deployment.objects.filter(pk=world.deployment.pk).update(tenant=tenant)
+    world.deployment.refresh_from_db()
+    settings.SWITCHYARD_FLEET_MAX_INSTANCES_PER_TENANT = 3  # 2 of A now, 2 of B during the rollout
+    with pytest.raises(ValidationError, match="runs 2 more engine"):
+        start(world)
+    settings.SWITCHYARD_FLEET_MAX_INSTANCES_PER_TENANT = 4
+    assert start(world).state == R.PENDING
+
+
+@pytest.mark.django_db
 def test_at_most_one_active_rollout_per_deployment_even_past_the_service(world):
     rollout = start(world)
     with pytest.raises(ValidationError, match="already in progress"):
