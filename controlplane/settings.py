@@ -11,6 +11,7 @@ import dj_database_url
 from whitenoise.compress import Compressor
 
 from controlplane.backends_setting import runtime_backends
+from controlplane.redis_tls import broker_ssl_options
 from controlplane.env import (
     ImproperSetting, env_bool, env_choice, env_float, env_header, env_int, env_json_object, env_list, env_secret,
     env_str, env_str_or_file,
@@ -266,6 +267,7 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_USE_SSL = broker_ssl_options(REDIS_URL)  # rediss://: verified like every other client
     CELERY_RESULT_BACKEND = None
     # Its keys carry `sy:<install id>:celery:` (kombu's global_keyprefix), added per connection by
     # controlplane/celery.py: the install id is in the database, which settings cannot read.
