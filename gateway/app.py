@@ -185,8 +185,9 @@ class GatewayApp:
         self.state = state = self._build_state()
         self.refresher = SnapshotRefresher(state, self.config.refresh_seconds, self.config.backstop_seconds)
         state.refresh_now = self.refresher.refresh_now
+        # The first snapshot brings the install id: the Redis keys are scoped before any request sees it.
+        self.refresher.before_install = self._scope_redis
         try:
-            self._scope_redis(await state.db.run(_install_id))  # before the first request: no unscoped key
             self.refresher.install(await load_current(state.db, self.config.default_user_rpm))
             await state.limiter.refresh_floors(state.db)  # budgets survive a Redis that lost them (docs/limits.md)
         except Exception as error:
@@ -194,14 +195,14 @@ class GatewayApp:
                 raise
             # Up anyway: requests get 503 service_unavailable (not refused connections) until the
             # refresher loads the first snapshot, and the usage writer replays what was spooled;
-            # the limits' upkeep task loads the budget floors once the database is back, and
-            # `_install_known` scopes the Redis keys (until then admission answers 503 too).
+            # the limits' upkeep task loads the budget floors once the database is back.
             log.error("database unavailable at start-up (%s); answering 503 until it returns", type(error).__name__)
         self._inference = InferenceHandler(state)
         self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),
                        asyncio.create_task(state.recorder.run(), name="gateway-usage-writer"),
                        asyncio.create_task(state.limiter.maintain(state.db), name="gateway-limits-upkeep")]
-        self._tasks.append(asyncio.create_task(self._install_known(), name="gateway-install-scope"))
+        if self.config.change_bus and self.config.redis_url:
+            self._tasks.append(asyncio.create_task(self._change_bus(), name="gateway-change-bus"))
         # What start-up built (Django, settings, the snapshot) lives as long as the process: the
         # cyclic collector need not walk it again on every full collection while requests run.
         # And it runs when 20,000 more objects live than before (not 700): requests free what they
@@ -210,25 +211,23 @@ class GatewayApp:
         gc.freeze()
         gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
-    async def _install_known(self) -> None:
-        """Once this install's id is known (it needs the database: retried until it answers), scope
-        the Redis keys by it and subscribe to its change bus."""
+    async def _change_bus(self) -> None:
+        """Subscribe once this install's id is known (it needs the database: retried until it answers)."""
         while True:
             try:
                 ours = await self.state.db.run(_install_id)
                 break
             except Exception as error:  # noqa: BLE001 — the database away at start: try again shortly
-                log.info("Redis keys and change bus wait for the database (%s)", type(error).__name__)
+                log.info("change bus waits for the database (%s)", type(error).__name__)
                 await asyncio.sleep(1.0)
-        self._scope_redis(ours)
-        if self.config.change_bus and self.config.redis_url:
-            self.bus = ChangeBus(self.state, self.refresher, self.config.redis_url, ours)
-            await self.bus.run()
+        self.bus = ChangeBus(self.state, self.refresher, self.config.redis_url, ours)
+        await self.bus.run()
 
-    def _scope_redis(self, ours: str) -> None:
-        """Every key of the limits and of the cache starts with this install's prefix from now on."""
-        state, scope = self.state, self.config.redis_scope or ours
-        if not state.limiter.scoped:
+    def _scope_redis(self, snapshot: Snapshot) -> None:
+        """From the first snapshot on, every key of the limits and of the cache starts with this
+        install's prefix (until then admission answers 503: nothing is counted unscoped)."""
+        state, scope = self.state, self.config.redis_scope or snapshot.install_id
+        if scope and state.dedup.prefix is None:
             state.limiter.scope(redis_keys.part_prefix(scope, redis_keys.LIMITS))
             state.dedup.prefix = redis_keys.part_prefix(scope, redis_keys.DEDUP)
 
