@@ -39,7 +39,9 @@ def version_marker() -> tuple:
 
 def load_snapshot(version: tuple, default_user_rpm: int) -> Snapshot:
     """Read tenants, quota policies and routable pools into a new immutable Snapshot."""
-    return load_sections(Snapshot(default_user_rpm=default_user_rpm), SECTIONS, version)
+    from fleet.install import install_id
+
+    return load_sections(Snapshot(default_user_rpm=default_user_rpm, install_id=install_id()), SECTIONS, version)
 
 
 SECTIONS = frozenset({"tenants", "policies", "pools"})

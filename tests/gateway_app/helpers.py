@@ -54,9 +54,9 @@ class GatewayServer:
         overrides.setdefault("usage_flush_seconds", 0.2)
         # A spool of its own: nothing one test's gateway spooled is replayed into another test's database.
         overrides.setdefault("usage_spool_dir", tempfile.mkdtemp(prefix="switchyard-test-spool-"))
-        run = uuid.uuid4().hex[:8]
-        overrides.setdefault("limits_prefix", f"sy:test:{run}")  # counters of this test only
-        overrides.setdefault("dedup_prefix", f"sy:test:{run}:dedup")  # and its cached answers
+        # Keys scoped as an install of this test only: counters and cached answers start empty.
+        overrides.setdefault("redis_scope", f"test-{uuid.uuid4().hex[:8]}")
+        overrides.setdefault("redis_url", redis_url_for_tests())
         app = build_app(**overrides)
         port = free_port()
         server = HttpServer(app, host="127.0.0.1", port=port, install_signals=False,  # as `python -m gateway`
@@ -105,6 +105,22 @@ class GatewayServer:
             headers["authorization"] = f"Bearer {raw_key}"
         send = {"json": body} if isinstance(body, dict) else {"content": body}
         return httpx.post(self.url + path, headers=headers, timeout=kwargs.pop("timeout", 30), **send, **kwargs)
+
+
+def redis_url_for_tests() -> str:
+    """The gateway's Redis in tests: the settings' (REDIS_URL in CI), else a local one on 6379 (db 14)."""
+    from django.conf import settings
+
+    from tests.gateway.ratelimit_helpers import redis_url
+
+    return settings.SWITCHYARD_GATEWAY_REDIS_URL or redis_url() or ""
+
+
+def limits_prefix(server: "GatewayServer") -> str:
+    """`sy:<scope>:rl`: where this test gateway keeps its counters."""
+    from controlplane.redis_keys import LIMITS, part_prefix
+
+    return part_prefix(server.app.config.redis_scope, LIMITS)
 
 
 def make_model_version(name: str, **fields):
