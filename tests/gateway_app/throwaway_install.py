@@ -49,7 +49,8 @@ class Install:
 
     def start_gateway(self) -> tuple[subprocess.Popen, str]:
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "gateway", "--port", str(port), "--workers", "2"],
+        proc = subprocess.Popen([sys.executable, "-m", "gateway", "--port", str(port), "--workers", "2",
+                                 "--metrics-port", "0"],
                                 cwd=REPO_ROOT, env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
         url = f"http://127.0.0.1:{port}"
