@@ -71,7 +71,7 @@ def embedded_env(var_dir: Path) -> dict:
 
 
 def stack_env(var_dir: Path, console_port: int, gateway_port: int, metrics_port: int = 0) -> dict:
-    """One isolated `make run`: its own var/ and ports (metrics: a free one unless given), the simulator as its engine."""
+    """One isolated `make run`: its own var/ and ports (metrics: a free one unless given), the simulator engine."""
     return {**embedded_env(var_dir), "SWITCHYARD_CONSOLE_PORT": str(console_port),
             "SWITCHYARD_GATEWAY_PORT": str(gateway_port), "SWITCHYARD_GATEWAY_METRICS_PORT": str(metrics_port),
             "SWITCHYARD_DEMO_RUNTIME": "simulator",

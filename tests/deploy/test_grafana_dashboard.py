@@ -63,7 +63,8 @@ def expressions() -> list[tuple[str, str]]:
 
 
 def test_the_extractor_finds_exactly_the_metric_names():
-    assert metric_names('histogram_quantile(0.95, sum by (le, model) (rate(a_bucket{x="}", y=~"$m"}[$__rate_interval])))') == {"a_bucket"}
+    quantile = 'histogram_quantile(0.95, sum by (le, model) (rate(a_bucket{x="}", y=~"$m"}[$__rate_interval])))'
+    assert metric_names(quantile) == {"a_bucket"}
     assert metric_names("sum(rate(a_total[5m])) by (job) / ignoring(x) group_left(y) b offset 1h") == {"a_total", "b"}
     assert metric_names("vllm:kv_cache_usage_perc > bool 0.5 and on(instance) up") == {"vllm:kv_cache_usage_perc", "up"}
     assert metric_names("max by (exported_instance) (increase(c_total[1e3s]))") == {"c_total"}
