@@ -195,13 +195,26 @@ def multiprocess_dir() -> str | None:
 # tests/gateway/test_metrics_done.py compares the exposition with the public API's.
 
 def _adder(value) -> Callable[[float], None]:
-    """Add to a prometheus_client value (a MutexValue) without taking its lock (see above)."""
-    if type(value) is not MutexValue:  # e.g. multiprocess mode's file-backed values: their own inc
-        return value.inc
+    """Add to a prometheus_client value without taking its lock (see above)."""
+    if type(value) is MutexValue:
+        def add(amount: float, value=value) -> None:
+            value._value += amount
+        return add
+    if getattr(value, "_multiprocess", False):  # `--workers`: the new total also goes to the worker's file
+        return _file_adder(value)
+    return value.inc
 
-    def add(amount: float, value=value) -> None:
+
+def _file_adder(value) -> Callable[[float], None]:
+    """Multiprocess mode's `inc` without its lock and its fork check: a worker is started by exec, never
+    forked once its metrics exist. Writing through the file object (not its memory map, which grows)
+    keeps a new series' key safe."""
+    write, key = value._file.write_value, value._key
+
+    def add_and_write(amount: float, value=value) -> None:
         value._value += amount
-    return add
+        write(key, value._value, 0.0)
+    return add_and_write
 
 
 def _count_of(counter_child) -> Callable[[float], None]:
