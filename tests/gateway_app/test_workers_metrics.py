@@ -22,15 +22,17 @@ REQUESTS = 30
 
 
 @pytest.fixture(scope="module")
-def two_workers():
+def two_workers(tmp_path_factory):
     clear_limit_counters(redis_url())  # the fixture's ids restart at 1 in every throwaway database
+    tmp = tmp_path_factory.mktemp("gateway-tmp")  # where the supervisor makes its metrics directory
     with Processes() as procs:
         fleet = Fleet(procs, model="metrics-coder")
+        fleet.env = lambda: {**Fleet.env(fleet), "TMPDIR": str(tmp)}
         try:
             fleet.start_simulator("--prefill-ms-per-token", "0", "--decode-ms-per-token", "0")
             fleet.create_rows(key_rpm=10_000)
             proc, url = fleet.extra_gateway(workers=2)
-            yield fleet, url, fleet.metrics_urls[proc.pid]
+            yield fleet, url, fleet.metrics_urls[proc.pid], tmp
         finally:
             fleet.cleanup()
 
@@ -74,7 +76,7 @@ def scrapes_until_both_answered(metrics_url: str, most: int = 200) -> dict[int, 
 
 
 def test_every_scrape_counts_every_request_whichever_worker_answers(two_workers):
-    fleet, url, metrics_url = two_workers
+    fleet, url, metrics_url, _ = two_workers
     assert len(send(fleet, url, REQUESTS)) == 2  # both workers served some of them
     by_worker = scrapes_until_both_answered(metrics_url)
     assert len(by_worker) == 2, f"only worker {set(by_worker)} answered the scrapes"
@@ -85,12 +87,13 @@ def test_every_scrape_counts_every_request_whichever_worker_answers(two_workers)
 
 
 def test_the_public_port_serves_no_metrics(two_workers):
-    _, url, _ = two_workers
+    _, url, _, _ = two_workers
     assert httpx.get(url + "/metrics", timeout=10).status_code == 404
 
 
 def test_a_worker_killed_and_replaced_leaves_the_counts_whole(two_workers):
-    fleet, url, metrics_url = two_workers
+    fleet, url, metrics_url, tmp = two_workers
+    (directory,) = tmp.glob("switchyard-gateway-metrics-*")  # the supervisor's own, in its TMPDIR
     _, before = scrape(metrics_url)
     killed = next(iter(send(fleet, url, 4)))
     os.kill(killed, signal.SIGKILL)
@@ -106,5 +109,9 @@ def test_a_worker_killed_and_replaced_leaves_the_counts_whole(two_workers):
     else:
         raise AssertionError("the killed worker was not replaced")
     after = [scrape(metrics_url)[1] for _ in range(10)]
-    # The killed worker's requests stay counted (its files are read like a live worker's).
+    # The killed worker's requests stay counted (its files are read like a live worker's) ...
     assert all(found["requests"] == before["requests"] + 4 for found in after), (before, after)
+    # ... and it was marked dead: its live gauges' files are gone, so they no longer count.
+    assert (directory / f"counter_{killed}.db").exists()
+    assert not list(directory.glob(f"gauge_live*_{killed}.db"))
+    assert list(directory.glob("gauge_livesum_*.db"))  # the live workers' are there
