@@ -142,8 +142,6 @@ def supervise(args) -> int:
     from gateway.server.connection_share import ENV, create_table
 
     metrics_socket = metrics_listener_socket(args.metrics_host, args.metrics_port)
-    host, port = metrics_socket.getsockname()[:2]
-    print(f"gateway metrics on http://{host}:{port}/metrics", file=sys.stderr, flush=True)
     argv = [sys.executable, "-m", "gateway", "--host", args.host, "--port", str(args.port), "--workers", "1",
             "--log-level", args.log_level, "--reuse-port", "--metrics-fd", str(metrics_socket.fileno())]
     table = tempfile.NamedTemporaryFile(prefix="switchyard-gateway-", suffix=".connections", delete=False).name
@@ -151,6 +149,8 @@ def supervise(args) -> int:
     # This start's own, new (so empty) directory for the workers' metric files (mode 0700): never
     # another install's, nor an earlier start's, whose counts would be merged into ours.
     metrics_dir = tempfile.mkdtemp(prefix="switchyard-gateway-metrics-")
+    host, port = metrics_socket.getsockname()[:2]
+    print(f"gateway metrics on http://{host}:{port}/metrics", file=sys.stderr, flush=True)
 
     def start(index: int) -> subprocess.Popen:
         env = {**os.environ, ENV: f"{table}:{index}:{args.workers}", MULTIPROC_ENV: metrics_dir}
