@@ -70,10 +70,11 @@ def embedded_env(var_dir: Path) -> dict:
     return {**env, "SWITCHYARD_VAR_DIR": str(var_dir), "PYTHONUNBUFFERED": "1"}
 
 
-def stack_env(var_dir: Path, console_port: int, gateway_port: int) -> dict:
-    """One isolated `make run`: its own var/ and ports, the simulator as its engine."""
+def stack_env(var_dir: Path, console_port: int, gateway_port: int, metrics_port: int = 0) -> dict:
+    """One isolated `make run`: its own var/ and ports (metrics: a free one unless given), the simulator engine."""
     return {**embedded_env(var_dir), "SWITCHYARD_CONSOLE_PORT": str(console_port),
-            "SWITCHYARD_GATEWAY_PORT": str(gateway_port), "SWITCHYARD_DEMO_RUNTIME": "simulator",
+            "SWITCHYARD_GATEWAY_PORT": str(gateway_port), "SWITCHYARD_GATEWAY_METRICS_PORT": str(metrics_port),
+            "SWITCHYARD_DEMO_RUNTIME": "simulator",
             "SWITCHYARD_ENGINE_PYTHON": str(var_dir / "no-engine")}  # never a real vLLM here, whatever happens
 
 
@@ -98,7 +99,7 @@ class Stack:
     def __init__(self, var_dir: Path, way: Way, extra_env: dict | None = None):
         self.var_dir, self.way = var_dir, way
         self.log = var_dir / f"run-{time.monotonic_ns()}.out"
-        self.ports = [free_port(), free_port()]
+        self.ports = [free_port(), free_port(), free_port()]  # console, gateway, gateway metrics
         argv = [sys.executable, str(RUN_PY)]
         if way.via_make:  # a Makefile of ours with just the run recipe, so make's own signal handling is real
             makefile = var_dir / "Makefile"

@@ -415,6 +415,11 @@ SWITCHYARD_GATEWAY_DEDUP_TTL_SECONDS = env_float("SWITCHYARD_GATEWAY_DEDUP_TTL_S
 SWITCHYARD_GATEWAY_BODY_TIMEOUT = env_int("SWITCHYARD_GATEWAY_BODY_TIMEOUT", 30, minimum=1)
 SWITCHYARD_GATEWAY_BODY_MIN_RATE = env_int("SWITCHYARD_GATEWAY_BODY_MIN_RATE", 1024, minimum=0)
 SWITCHYARD_GATEWAY_BODY_DEADLINE = env_int("SWITCHYARD_GATEWAY_BODY_DEADLINE", 300, minimum=0)
+# The gateway's /metrics listens apart from /v1 (SWITCHYARD_GATEWAY_METRICS_HOST / _PORT, read by
+# `python -m gateway`); with a token set, a scrape must send it as `Authorization: Bearer <token>`.
+SWITCHYARD_METRICS_TOKEN = env_str_or_file("SWITCHYARD_METRICS_TOKEN", "")
+if SWITCHYARD_METRICS_TOKEN and len(SWITCHYARD_METRICS_TOKEN) < 16:
+    raise ImproperSetting("SWITCHYARD_METRICS_TOKEN must be at least 16 characters (or unset)")
 # The slow-requests page shows the start of each prompt, after redaction; 0 keeps no text at all.
 SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS = env_int("SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS", 500, minimum=0, maximum=10000)
 SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS = env_int("SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS", 24, minimum=1)

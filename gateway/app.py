@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST
-
 from controlplane import redis_keys
 from gateway import errors
 from gateway.clients.database import DatabaseThreads, database_unavailable
@@ -51,9 +49,9 @@ ROUTES = {
     "/v1/completions": "POST",
     "/v1/models": "GET",
     "/v1/feedback": "POST",
-    "/metrics": "GET",
     "/healthz": "GET",
-}
+}  # /metrics is served on a listener of its own (gateway.metering.exposition), never here
+GAUGE_REFRESH_SECONDS = 1.0  # how stale another `--workers` worker's live gauges may be in a scrape
 
 
 @dataclass
@@ -114,8 +112,6 @@ class GatewayApp:
             return await self._models(scope, send, ids)
         if path == "/v1/feedback":
             return await handle_feedback(self.state, scope, receive, send)
-        if path == "/metrics":
-            return await self._metrics(send, ids)
         await self._healthz(send, ids)
 
     async def _models(self, scope, send, ids: list) -> None:
@@ -131,10 +127,18 @@ class GatewayApp:
         body = json.dumps({"object": "list", "data": data}).encode()
         await send_response(send, 200, body, [*JSON_HEADERS, *ids])
 
-    async def _metrics(self, send, ids: list) -> None:
-        self.state.recorder.export_gauges()
-        await send_response(send, 200, self.metrics.render(),
-                            [(b"content-type", CONTENT_TYPE_LATEST.encode()), *ids])
+    def render_metrics(self) -> bytes:
+        """The metrics listener's body: the live gauges brought up to date, then every series."""
+        if self.state is not None:
+            self.state.recorder.export_gauges()
+        return self.metrics.render()
+
+    async def _refresh_gauges(self) -> None:
+        """With `--workers`, a scrape reads the other workers' gauges from their files: keep them fresh."""
+        while True:
+            await asyncio.sleep(GAUGE_REFRESH_SECONDS)
+            self.state.recorder.export_gauges()
+            self.metrics.refresh_gauges()
 
     async def _healthz(self, send, ids: list) -> None:
         age = time.monotonic() - self.state.snapshot.loaded_at
@@ -203,6 +207,8 @@ class GatewayApp:
                        asyncio.create_task(state.limiter.maintain(state.db), name="gateway-limits-upkeep")]
         if self.config.change_bus and self.config.redis_url:
             self._tasks.append(asyncio.create_task(self._change_bus(), name="gateway-change-bus"))
+        if self.metrics.multiprocess_dir:
+            self._tasks.append(asyncio.create_task(self._refresh_gauges(), name="gateway-metrics-gauges"))
         # What start-up built (Django, settings, the snapshot) lives as long as the process: the
         # cyclic collector need not walk it again on every full collection while requests run.
         # And it runs when 20,000 more objects live than before (not 700): requests free what they

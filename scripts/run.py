@@ -98,19 +98,21 @@ def main() -> int:
 def run(children: dict) -> int:
     console_port = choose_port("console", "SWITCHYARD_CONSOLE_PORT", 8000)
     gateway_port = choose_port("gateway", "SWITCHYARD_GATEWAY_PORT", 8001)
+    metrics_port = choose_port("gateway metrics", "SWITCHYARD_GATEWAY_METRICS_PORT", 9101)
     redis_note = start_redis(children)  # first: every later step may publish to the gateway's change bus
     manage("migrate", "--noinput", "-v", "0")
     manage("collectstatic", "--noinput", "-v", "0")  # WhiteNoise serves the hashed, compressed copies
     seed = seed_values()
     start(children, "console", [PY, "-m", "uvicorn", "controlplane.asgi:application", "--host", HOST,
                                 "--port", str(console_port), "--no-access-log"])
-    start(children, "gateway", [PY, "-m", "gateway", "--host", HOST, "--port", str(gateway_port)])
+    start(children, "gateway", [PY, "-m", "gateway", "--host", HOST, "--port", str(gateway_port),
+                                "--metrics-host", HOST, "--metrics-port", str(metrics_port)])
     start(children, "worker", [PY, "-m", "celery", "-A", "controlplane", "worker", "-B", "-l", "info",
                                "--concurrency", "2"])
     base = f"http://{HOST}:{console_port}"
     wait_ours("console", children["console"], f"{base}/healthz", console_port)
     wait_ours("gateway", children["gateway"], f"http://{HOST}:{gateway_port}/healthz", gateway_port)
-    print_summary(base, gateway_port, seed, redis_note)
+    print_summary(base, gateway_port, metrics_port, seed, redis_note)
     report_engine(base, seed["api_key"], children, seed.get("runtime", ""))
     while not STOP.is_set() and _all_alive(children):
         STOP.wait(1)
@@ -130,6 +132,7 @@ def choose_port(name: str, variable: str, default: int) -> int:
         raise CannotStart(
             f"port {port} ({name}) is already in use — another Switchyard install or another program listens "
             f"there. Stop it, or choose other ports, e.g. SWITCHYARD_CONSOLE_PORT=8100 SWITCHYARD_GATEWAY_PORT=8101 "
+            f"SWITCHYARD_GATEWAY_METRICS_PORT=9111 "
             f"make run ({variable}=0 picks a free port).")
     return port
 
@@ -285,13 +288,14 @@ def seed_values() -> dict:
     return dict(line[5:].split("=", 1) for line in lines if line.startswith("SEED "))
 
 
-def print_summary(base: str, gateway_port: int, seed: dict, redis_note: str) -> None:
+def print_summary(base: str, gateway_port: int, metrics_port: int, seed: dict, redis_note: str) -> None:
     print("\nSwitchyard is running (Ctrl-C stops everything)\n")
     print(f"  console      {base}/console/")
     print(f"  API docs     {base}/api/docs/")
     print(f"  REST API     {base}/api/v1/")
     print(f"  admin user   {seed['admin_user']}   password: {seed['admin_password']}")
     print(f"  gateway      http://{HOST}:{gateway_port}/v1   (OpenAI-compatible; model: tiny-coder)")
+    print(f"  metrics      http://{HOST}:{metrics_port}/metrics   (Prometheus; the gateway's, this host only)")
     print(f"  demo tenant  {seed['tenant']}   API key (shown once): {seed['api_key']}")
     print(f"  redis        {redis_note}")
     if seed.get("runtime") == "simulator":

@@ -41,13 +41,14 @@ class SimulatorProcess:
 class GatewayServer:
     """The gateway app served by gateway.server in a thread of the test process (same settings and DB)."""
 
-    def __init__(self, app, server, thread: threading.Thread, port: int):
+    def __init__(self, app, server, thread: threading.Thread, port: int, metrics_port: int):
         self.app, self.server, self.thread = app, server, thread
         self.url = f"http://127.0.0.1:{port}"
+        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"  # its own listener, as `python -m gateway`
 
     @classmethod
     def start(cls, **overrides) -> "GatewayServer":
-        from gateway.__main__ import body_limits
+        from gateway.__main__ import body_limits, metrics_listener_socket, metrics_server
         from gateway.app import build_app
         from gateway.server import HttpServer
 
@@ -61,6 +62,8 @@ class GatewayServer:
         port = free_port()
         server = HttpServer(app, host="127.0.0.1", port=port, install_signals=False,  # as `python -m gateway`
                             **body_limits())
+        metrics_socket = metrics_listener_socket("127.0.0.1", 0)
+        server.add_companion(metrics_server(app), [metrics_socket])
         thread = threading.Thread(target=server.run, daemon=True, name=f"gateway-{port}")
         thread.start()
         deadline = time.monotonic() + 20
@@ -68,7 +71,13 @@ class GatewayServer:
             if time.monotonic() > deadline or not thread.is_alive():
                 raise RuntimeError("the gateway did not start")
             time.sleep(0.01)
-        return cls(app, server, thread, port)
+        return cls(app, server, thread, port, metrics_socket.getsockname()[1])
+
+    def metrics(self, **headers) -> str:
+        """The metrics listener's exposition (raises on an error status)."""
+        response = httpx.get(self.metrics_url, headers=headers, timeout=10)
+        response.raise_for_status()
+        return response.text
 
     def stop(self) -> None:
         self.server.should_exit = True

@@ -56,7 +56,8 @@ class Install:
 
     def start_gateway(self, workers: int = 2) -> tuple[subprocess.Popen, str]:
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "gateway", "--port", str(port), "--workers", str(workers)],
+        proc = subprocess.Popen([sys.executable, "-m", "gateway", "--port", str(port), "--workers", str(workers),
+                                 "--metrics-port", "0"],
                                 cwd=REPO_ROOT, env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
         url = f"http://127.0.0.1:{port}"
