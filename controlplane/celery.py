@@ -26,7 +26,8 @@ def _scoped(app: Celery, url, kwargs: dict) -> dict:
         return kwargs
     from controlplane.redis_keys import celery_prefix
 
-    return {**kwargs, "transport_options": {"global_keyprefix": celery_prefix(), **(kwargs.get("transport_options") or {})}}
+    options = {"global_keyprefix": celery_prefix(), **(kwargs.get("transport_options") or {})}
+    return {**kwargs, "transport_options": options}
 
 
 app = SwitchyardCelery("switchyard")

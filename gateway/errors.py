@@ -125,5 +125,5 @@ def database_unavailable() -> GatewayError:
 def redis_not_configured() -> GatewayError:
     """No Redis at all: limits and budgets cannot be kept, so nothing is admitted (docs/gateway.md)."""
     return GatewayError(503, "redis_not_configured",
-                        "This gateway has no Redis configured (SWITCHYARD_GATEWAY_REDIS_URL or REDIS_URL), so it cannot "
-                        "keep limits and budgets and refuses inference requests.")
+                        "This gateway has no Redis configured (SWITCHYARD_GATEWAY_REDIS_URL or REDIS_URL), so it "
+                        "cannot keep limits and budgets and refuses inference requests.")

@@ -3,8 +3,9 @@
 Processes (logs in var/log/): the console + REST API (uvicorn), the gateway (`python -m gateway`),
 a private redis-server for the gateway when no Redis is configured (scripts/private_redis.py), a
 Celery worker with embedded beat that starts the demo's engine (real vLLM from .venv-engine, or the
-simulator where the engine cannot be built; SWITCHYARD_DEMO_RUNTIME=simulator|local forces one). Ctrl-C, SIGTERM or a SIGTERM to the whole process group stops them all, this install's
-engines included — and nothing of another install on the host.
+simulator where the engine cannot be built; SWITCHYARD_DEMO_RUNTIME=simulator|local forces one).
+Ctrl-C, SIGTERM or a SIGTERM to the whole process group stops them all, this install's engines
+included — and nothing of another install on the host.
 
 Signals only set a flag: the stop path runs exactly once, to the end, however many signals arrive
 (`make` forwards its own SIGTERM, so a group SIGTERM reaches us twice).
@@ -146,7 +147,8 @@ def free_port() -> int:
 
 
 def start_redis(children: dict) -> str:
-    """The gateway's Redis: the configured one, else a private redis-server (scripts/private_redis.py); its summary line."""
+    """The gateway's Redis: the configured one, else a private redis-server (scripts/private_redis.py).
+    Returns its line of the summary."""
     if private_redis.configured():
         return "the configured one (REDIS_URL / SWITCHYARD_GATEWAY_REDIS_URL)"
     if private_redis.binary() is None:

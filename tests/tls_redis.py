@@ -65,10 +65,10 @@ class TlsRedis:
             try:
                 redis.Redis.from_url(self.url(), socket_timeout=2).ping()
                 return
-            except redis.ConnectionError:
+            except redis.ConnectionError as error:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError("the TLS redis-server did not start")
+                    raise RuntimeError("the TLS redis-server did not start") from error
                 time.sleep(0.05)
 
     def stop(self) -> None:

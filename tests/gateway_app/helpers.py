@@ -116,13 +116,46 @@ class GatewayServer:
         return httpx.post(self.url + path, headers=headers, timeout=kwargs.pop("timeout", 30), **send, **kwargs)
 
 
+_session_redis: list = []  # a redis-server this test session started, when no other answered
+
+
 def redis_url_for_tests() -> str:
-    """The gateway's Redis in tests: the settings' (REDIS_URL in CI), else a local one on 6379 (db 14)."""
+    """The gateway's Redis in tests: the settings' (REDIS_URL in CI), else a local one on 6379 (db 14),
+    else a redis-server of this session's own on a free port (stopped at exit), else none."""
     from django.conf import settings
 
     from tests.gateway.ratelimit_helpers import redis_url
 
-    return settings.SWITCHYARD_GATEWAY_REDIS_URL or redis_url() or ""
+    found = settings.SWITCHYARD_GATEWAY_REDIS_URL or redis_url()
+    if found or shutil.which("redis-server") is None:
+        return found or ""
+    if not _session_redis:
+        import atexit
+
+        import redis
+
+        from bench._procs import stop
+
+        port = free_port()
+        proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no"], stdout=subprocess.DEVNULL, start_new_session=True)
+        atexit.register(stop, proc)
+        url, deadline = f"redis://127.0.0.1:{port}/0", time.monotonic() + 20
+        while not _pings(redis.Redis.from_url(url)) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _session_redis.append(url)
+    return _session_redis[0]
+
+
+def _pings(client) -> bool:
+    import redis
+
+    try:
+        return client.ping()
+    except redis.ConnectionError:
+        return False
+    finally:
+        client.close()
 
 
 def limits_prefix(server: "GatewayServer") -> str:

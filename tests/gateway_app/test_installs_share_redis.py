@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from functools import partial
 
 import httpx
 import pytest
@@ -82,6 +83,11 @@ def health(install: Install) -> dict:
     return httpx.get(install.gateway + "/healthz", timeout=10).json()
 
 
+def counts_its_bill(client, budget_key: str, install: Install) -> bool:
+    """The budget's `used` in Redis is what the install's own usage records bill (and not nothing)."""
+    return int(client.hget(budget_key, "used") or 0) == billed_tokens(install) > 0
+
+
 def billed_tokens(install: Install) -> int:
     with sqlite3.connect(install.sqlite_path, timeout=10) as connection:
         return connection.execute("SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) "
@@ -138,5 +144,5 @@ def test_two_installs_on_one_redis_database_share_no_key(installs, shared_redis)
     for name, install in (("a", a), ("b", b)):
         budget = [k for k in owned[name] if ":monthly_tokens:" in k and not k.endswith(":r")]
         assert len(budget) == 1, budget
-        assert wait_for(lambda: int(client.hget(budget[0], "used") or 0) == billed_tokens(install) > 0, 10), \
+        assert wait_for(partial(counts_its_bill, client, budget[0], install), 10), \
             (name, client.hgetall(budget[0]), billed_tokens(install))
