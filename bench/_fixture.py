@@ -38,7 +38,7 @@ def create_rows(model_name: str, urls: list[str], policy: str | None, key_rpm: i
     from apikeys.services import create_api_key
     from audit.actor import Actor
     from audit.services import record_event
-    from fleet.models import Deployment, Instance, BuiltinRuntime
+    from fleet.models import BuiltinRuntime, Deployment, Instance
     from fleet.states import InstanceState
     from models_registry.models import Model, ModelVersion
     from quotas.models import LIMIT_BOUNDS, QuotaPolicy
@@ -54,7 +54,7 @@ def create_rows(model_name: str, urls: list[str], policy: str | None, key_rpm: i
     create_quota_policy(tenant=tenant, api_key=minted.api_key, actor=actor, **key_limits)
     version = ModelVersion.objects.create(model=Model.objects.create(name=model_name), version="v1",
                                           artifact_uri=f"bench/{model_name}")
-    spec = {"routing_policy": policy} if policy and _has_field(Deployment, "routing_policy") else {}
+    spec = {"routing_policy": policy} if policy else {}
     with transaction.atomic():
         deployment = Deployment.objects.create(
             tenant=tenant, name="bench", model_version=version, runtime_backend=BuiltinRuntime.SIMULATOR,
@@ -63,11 +63,7 @@ def create_rows(model_name: str, urls: list[str], policy: str | None, key_rpm: i
         for url in urls:
             Instance.objects.create(deployment=deployment, state=InstanceState.READY, endpoint_url=url,
                                     ready_at=timezone.now())
-    return {"key": minted.raw, "model": model_name, "policy_field": bool(spec)}
-
-
-def _has_field(model, name: str) -> bool:
-    return any(f.name == name for f in model._meta.get_fields())
+    return {"key": minted.raw, "model": model_name}
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -41,6 +41,7 @@ urlpatterns = [
     path("fleet/<int:pk>/instances.json", fleet.instances_json, name="instances-json"),
     path("fleet/<int:pk>/scale", fleet.scale, name="scale"),
     path("fleet/<int:pk>/scaling", fleet.scaling, name="scaling"),
+    path("fleet/<int:pk>/routing", fleet.routing, name="routing"),
     path("fleet/<int:pk>/delete", fleet.delete, name="deployment-delete"),
     re_path(r"^fleet/(?P<pk>[0-9]+)/instances/(?P<instance_id>[0-9]+)/(?P<action>drain|restart)$",
             fleet.instance_action, name="instance-action"),

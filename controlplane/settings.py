@@ -11,6 +11,7 @@ import dj_database_url
 from whitenoise.compress import Compressor
 
 from controlplane.backends_setting import runtime_backends
+from controlplane.redis_tls import broker_ssl_options
 from controlplane.env import (
     ImproperSetting, env_bool, env_choice, env_float, env_header, env_int, env_json_object, env_list, env_secret,
     env_str, env_str_or_file,
@@ -111,7 +112,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Redis: cache + Celery broker when REDIS_URL is set; otherwise no server needed. ---
 REDIS_URL = env_str_or_file("REDIS_URL")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Keys are `sy:<install id>:cache:…` (controlplane/redis_keys.py): installs sharing a Redis never mix.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_FUNCTION": "controlplane.redis_keys.cache_key"}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
@@ -265,7 +268,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_USE_SSL = broker_ssl_options(REDIS_URL)  # rediss://: verified like every other client
     CELERY_RESULT_BACKEND = None
+    # Its keys carry `sy:<install id>:celery:` (kombu's global_keyprefix), added per connection by
+    # controlplane/celery.py: the install id is in the database, which settings cannot read.
 else:
     _broker_dir = VAR_DIR / "celery-broker"
     for _sub in ("queue", "processed", "control"):
@@ -387,7 +393,9 @@ SWITCHYARD_SIMULATOR_MEMORY_MB = env_int("SWITCHYARD_SIMULATOR_MEMORY_MB", 64, m
 SWITCHYARD_SIMULATOR_CPUS = env_int("SWITCHYARD_SIMULATOR_CPUS", 0, minimum=0)
 
 # --- Gateway (docs/gateway.md): the /v1 process, `python -m gateway`. ---
-SWITCHYARD_GATEWAY_REDIS_URL = env_str_or_file("SWITCHYARD_GATEWAY_REDIS_URL", REDIS_URL or "redis://127.0.0.1:6379/0")
+# No implicit server: without one the gateway refuses inference with a 503 (limits cannot be kept) and
+# says why on /healthz; `make run` starts a private redis-server and sets this (docs/gateway.md).
+SWITCHYARD_GATEWAY_REDIS_URL = env_str_or_file("SWITCHYARD_GATEWAY_REDIS_URL", REDIS_URL or "")
 SWITCHYARD_GATEWAY_MAX_BODY_BYTES = env_int("SWITCHYARD_GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1024)
 SWITCHYARD_GATEWAY_CONNECT_TIMEOUT = env_float("SWITCHYARD_GATEWAY_CONNECT_TIMEOUT", 2.0)
 SWITCHYARD_GATEWAY_FIRST_BYTE_TIMEOUT = env_float("SWITCHYARD_GATEWAY_FIRST_BYTE_TIMEOUT", 60.0)
@@ -417,6 +425,11 @@ SWITCHYARD_GATEWAY_DEDUP_TTL_SECONDS = env_float("SWITCHYARD_GATEWAY_DEDUP_TTL_S
 SWITCHYARD_GATEWAY_BODY_TIMEOUT = env_int("SWITCHYARD_GATEWAY_BODY_TIMEOUT", 30, minimum=1)
 SWITCHYARD_GATEWAY_BODY_MIN_RATE = env_int("SWITCHYARD_GATEWAY_BODY_MIN_RATE", 1024, minimum=0)
 SWITCHYARD_GATEWAY_BODY_DEADLINE = env_int("SWITCHYARD_GATEWAY_BODY_DEADLINE", 300, minimum=0)
+# The gateway's /metrics listens apart from /v1 (SWITCHYARD_GATEWAY_METRICS_HOST / _PORT, read by
+# `python -m gateway`); with a token set, a scrape must send it as `Authorization: Bearer <token>`.
+SWITCHYARD_METRICS_TOKEN = env_str_or_file("SWITCHYARD_METRICS_TOKEN", "")
+if SWITCHYARD_METRICS_TOKEN and len(SWITCHYARD_METRICS_TOKEN) < 16:
+    raise ImproperSetting("SWITCHYARD_METRICS_TOKEN must be at least 16 characters (or unset)")
 # The slow-requests page shows the start of each prompt, after redaction; 0 keeps no text at all.
 SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS = env_int("SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS", 500, minimum=0, maximum=10000)
 SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS = env_int("SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS", 24, minimum=1)

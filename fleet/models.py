@@ -15,6 +15,15 @@ class BuiltinRuntime(models.TextChoices):
     SIMULATOR = "simulator", "Simulated engine"
 
 
+class RoutingPolicyName(models.TextChoices):
+    """How the gateway picks one of a deployment's engines (gateway.routing.policies; the values must match)."""
+
+    PREFIX_AFFINITY = "prefix_affinity", "Prefix affinity (same prompt prefix → same engine, bounded load)"
+    LEAST_OUTSTANDING = "least_outstanding", "Least outstanding requests"
+    LATENCY_EWMA = "latency_ewma", "Lowest recent time to first token"
+    ROUND_ROBIN = "round_robin", "Round robin"
+
+
 class InstanceRole(models.TextChoices):
     """Serving instances take traffic; warm ones are started and healthy but not routed (promoted in seconds)."""
 
@@ -47,6 +56,9 @@ class Deployment(models.Model):
     region = models.CharField(max_length=64, blank=True, default="local")
     status = models.CharField(max_length=16, choices=DeploymentStatus.choices, default=DeploymentStatus.ACTIVE)
     simulator_params = models.JSONField(default=dict, blank=True)
+    routing_policy = models.CharField(
+        max_length=32, choices=RoutingPolicyName.choices, default=RoutingPolicyName.PREFIX_AFFINITY,
+        help_text="How the gateway picks one of this deployment's engines for a request.")
     fallback_model_name = models.CharField(
         max_length=200, blank=True, default="",
         help_text="A model the gateway sends requests to while this pool is saturated or slow to answer.")

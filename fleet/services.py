@@ -18,7 +18,8 @@ from fleet.validation import validate_spec
 from fleet.views import deployment_view
 
 SPEC_FIELDS = ("min_replicas", "max_replicas", "warm_pool_size", "tensor_parallel_size", "pipeline_parallel_size",
-               "gpu_type", "region", "simulator_params", "runtime_backend", "fallback_model_name")
+               "gpu_type", "region", "simulator_params", "runtime_backend", "fallback_model_name",
+               "routing_policy")
 
 
 def _reconcile_on_commit(deployment_id: int) -> None:
@@ -151,6 +152,19 @@ def set_scaling_policy(deployment: Deployment, *, actor: Actor, **fields) -> Sca
                  before=before, after=scaling_view(scaling))
     _reconcile_on_commit(deployment.pk)
     return scaling
+
+
+@transaction.atomic
+def set_routing_policy(deployment: Deployment, *, actor: Actor, routing_policy: str) -> Deployment:
+    """Choose how the gateway picks this deployment's engines; every gateway applies it on commit."""
+    deployment = _locked(deployment.pk)
+    before = deployment_view(deployment)
+    deployment.routing_policy = routing_policy
+    deployment.full_clean(validate_constraints=False)
+    deployment.save(update_fields=["routing_policy", "updated_at"])
+    record_event(actor=actor, action="fleet.deployment.routing_policy", tenant=deployment.tenant, target=deployment,
+                 before=before, after=deployment_view(deployment))
+    return deployment
 
 
 @transaction.atomic

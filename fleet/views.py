@@ -10,7 +10,8 @@ def deployment_view(deployment) -> dict:
             "pipeline_parallel_size": deployment.pipeline_parallel_size, "gpu_type": deployment.gpu_type,
             "region": deployment.region, "status": deployment.status,
             "simulator_params": deployment.simulator_params,
-            "fallback_model_name": deployment.fallback_model_name or None}
+            "fallback_model_name": deployment.fallback_model_name or None,
+            "routing_policy": deployment.routing_policy}
 
 
 def instance_view(instance) -> dict:

@@ -1,7 +1,7 @@
 """Deploying and scaling from the console."""
 from django import forms
 
-from fleet.models import MAX_REPLICAS, BuiltinRuntime
+from fleet.models import MAX_REPLICAS, BuiltinRuntime, RoutingPolicyName
 from fleet.runtime import backend_choices
 from models_registry.models import Model, ModelVersion, VersionStatus
 
@@ -19,6 +19,9 @@ class DeployForm(forms.Form):
     max_replicas = _count("Maximum replicas", 1, 1)
     warm_pool_size = _count("Warm pool", 0)
     gpu_type = forms.CharField(label="GPU type", required=False, max_length=64, help_text="Empty or “cpu” for CPU.")
+    routing_policy = forms.ChoiceField(label="Routing", choices=RoutingPolicyName.choices, required=False,
+                                       initial=RoutingPolicyName.PREFIX_AFFINITY,
+                                       help_text="How the gateway picks one of the deployment's engines.")
     # A choice of registered models; fleet.validation still checks it (not the deployment's own model), as for the API.
     fallback_model_name = forms.ChoiceField(
         label="Fallback model", required=False,
@@ -32,11 +35,19 @@ class DeployForm(forms.Form):
         self.fields["fallback_model_name"].choices = [("", "None")] + [
             (name, name) for name in Model.objects.order_by("name").values_list("name", flat=True)]
 
+    def clean_routing_policy(self) -> str:
+        return self.cleaned_data["routing_policy"] or RoutingPolicyName.PREFIX_AFFINITY  # as the API's default
+
 
 class ScaleForm(forms.Form):
     min_replicas = _count("Minimum replicas", 1)
     max_replicas = _count("Maximum replicas", 1, 1)
     warm_pool_size = _count("Warm pool", 0)
+
+
+class RoutingForm(forms.Form):
+    routing_policy = forms.ChoiceField(label="Routing", choices=RoutingPolicyName.choices,
+                                       help_text="How the gateway picks one of the deployment's engines (docs/routing.md).")
 
 
 class ScalingForm(forms.Form):

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST, require_safe
 from audit.actor import Actor
 from console.access import FLEET, can_manage_fleet, page_or_404, tenants_with
 from console.charts import scaling_chart
-from console.forms.fleet import DeployForm, ScaleForm, ScalingForm
+from console.forms.fleet import DeployForm, RoutingForm, ScaleForm, ScalingForm
 from console.views.common import form_errors, run_service
 from fleet import services
 from fleet.models import Deployment, ScalingPolicy
@@ -96,6 +96,7 @@ def deployment_detail(request, pk):
         "deployment": deployment, "instances": [_instance_row(i, internals) for i in deployment.instances.order_by("-pk")],
         "summary": _summary(deployment), "can_manage": can_manage,
         "scale_form": ScaleForm(initial={n: getattr(deployment, n) for n in ScaleForm.base_fields}) if can_manage else None,
+        "routing_form": RoutingForm(initial={"routing_policy": deployment.routing_policy}) if can_manage else None,
         **_scaling_context(deployment, can_manage)})
 
 
@@ -157,6 +158,20 @@ def scale(request, pk):
     else:
         run_service(request, lambda: services.scale_deployment(deployment, **form.cleaned_data,
                                                                actor=Actor.from_request(request)), "Scaling requested.")
+    return redirect("console:deployment", pk=pk)
+
+
+@login_required
+@require_POST
+def routing(request, pk):
+    deployment = _writable(request, pk)
+    form = RoutingForm(request.POST)
+    if not form.is_valid():
+        form_errors(request, form)
+    else:
+        run_service(request, lambda: services.set_routing_policy(deployment, **form.cleaned_data,
+                                                                 actor=Actor.from_request(request)),
+                    "Routing saved: gateways apply it within a second.")
     return redirect("console:deployment", pk=pk)
 
 

@@ -5,7 +5,14 @@ from rest_framework import serializers
 from controlplane.api.fields import storable_json
 from controlplane.api.restricted import RestrictedFieldsMixin
 from fleet.models import (
-    MAX_PARALLEL_PRODUCT, MAX_REPLICAS, BuiltinRuntime, DemandSample, Deployment, Instance, ScalingDecision,
+    MAX_PARALLEL_PRODUCT,
+    MAX_REPLICAS,
+    BuiltinRuntime,
+    DemandSample,
+    Deployment,
+    Instance,
+    RoutingPolicyName,
+    ScalingDecision,
     ScalingPolicy,
 )
 from fleet.runtime import backend_choices
@@ -47,7 +54,8 @@ class DeploymentSerializer(serializers.ModelSerializer):
         fields = ["id", "tenant", "name", "model", "model_version", "model_version_label", "runtime_backend",
                   "min_replicas", "max_replicas", "warm_pool_size", "serving_replicas", "target_replicas",
                   "tensor_parallel_size",
-                  "pipeline_parallel_size", "gpu_type", "region", "status", "simulator_params", "fallback_model_name", "created_at",
+                  "pipeline_parallel_size", "gpu_type", "region", "status", "simulator_params", "fallback_model_name",
+                  "routing_policy", "created_at",
                   "updated_at", "instances"]
         read_only_fields = fields
 
@@ -68,6 +76,8 @@ class DeploymentCreateSerializer(serializers.Serializer):
     simulator_params = serializers.DictField(required=False, default=dict, validators=[storable_json])
     fallback_model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
                                                 help_text="Model the gateway uses when this one is saturated or slow.")
+    routing_policy = serializers.ChoiceField(choices=RoutingPolicyName.choices, default=RoutingPolicyName.PREFIX_AFFINITY,
+                                             help_text="How the gateway picks one of the deployment's engines.")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -89,6 +99,11 @@ class ScaleSerializer(serializers.Serializer):
         if not attrs:
             raise serializers.ValidationError("Give min_replicas, max_replicas or warm_pool_size.")
         return attrs
+
+
+class RoutingSerializer(serializers.Serializer):
+    routing_policy = serializers.ChoiceField(choices=RoutingPolicyName.choices,
+                                             help_text="How the gateway picks one of the deployment's engines.")
 
 
 class ScalingPolicySerializer(serializers.ModelSerializer):

@@ -86,6 +86,17 @@ class DeploymentViewSet(TenantScopedViewSet, mixins.ListModelMixin, mixins.Retri
         policy = services.set_scaling_policy(deployment, actor=self._actor(), **fields)
         return Response(s.ScalingPolicySerializer(policy).data)
 
+    @extend_schema(methods=["GET"], responses=s.RoutingSerializer)
+    @extend_schema(methods=["PUT"], request=s.RoutingSerializer, responses=s.RoutingSerializer)
+    @action(detail=True, methods=["get", "put"])
+    def routing(self, request, pk=None):
+        """How the gateway picks one of the deployment's engines; a change reaches every gateway within a second."""
+        if request.method == "GET":
+            return Response({"routing_policy": self.get_object().routing_policy})
+        deployment = services.set_routing_policy(self._writable(), actor=self._actor(),
+                                                 **self._valid(s.RoutingSerializer))
+        return Response({"routing_policy": deployment.routing_policy})
+
     @extend_schema(responses=s.ScalingDecisionSerializer(many=True))
     @action(detail=True, methods=["get"], url_path="scaling/decisions", pagination_class=None)
     def scaling_decisions(self, request, pk=None):

@@ -38,6 +38,7 @@ class SnapshotRefresher:
         self.interval = interval
         self.backstop_seconds = max(backstop_seconds, interval)
         self.bus_connected = False  # set by the change bus while it is subscribed and in sequence
+        self.before_install = None  # called with each new snapshot before requests see it
         self.loads = 0
         self.full_loads = 0
         self._last_probe = 0.0
@@ -123,6 +124,8 @@ class SnapshotRefresher:
     def install(self, snapshot) -> None:
         """Swap the snapshot in and forget every cached key (revocations take effect here)."""
         state = self.state
+        if self.before_install is not None:
+            self.before_install(snapshot)
         state.snapshot = snapshot
         state.keys.clear()
         live = {u.instance_id for pools in snapshot.pools.values() for p in pools for u in p.upstreams}

@@ -112,6 +112,7 @@ class Snapshot:
     user_policies: Mapping[tuple[int, int], Limits] = field(default_factory=_empty)
     pools: Mapping[str, tuple[Pool, ...]] = field(default_factory=_empty)
     default_user_rpm: int = 120
+    install_id: str = ""  # the install this data is of: it scopes the gateway's Redis keys (controlplane/redis_keys.py)
     loaded_at: float = field(default=0.0, compare=False)
     _pools_memo: dict = field(default_factory=dict, compare=False, repr=False)
     _allowed_memo: dict = field(default_factory=dict, compare=False, repr=False)

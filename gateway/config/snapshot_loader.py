@@ -39,7 +39,9 @@ def version_marker() -> tuple:
 
 def load_snapshot(version: tuple, default_user_rpm: int) -> Snapshot:
     """Read tenants, quota policies and routable pools into a new immutable Snapshot."""
-    return load_sections(Snapshot(default_user_rpm=default_user_rpm), SECTIONS, version)
+    from fleet.install import install_id
+
+    return load_sections(Snapshot(default_user_rpm=default_user_rpm, install_id=install_id()), SECTIONS, version)
 
 
 SECTIONS = frozenset({"tenants", "policies", "pools"})
@@ -105,7 +107,6 @@ def _limits(policy, level: str, subject_id: int) -> Limits:
 def _load_pools() -> dict[str, tuple[Pool, ...]]:
     from fleet.models import Deployment, DeploymentStatus, InstanceRole
     from fleet.states import InstanceState
-
     from rollouts.selectors import routing_weights, sticky_modes
 
     weights, sticky = routing_weights(), sticky_modes()
@@ -137,7 +138,7 @@ def _pool(deployment, ready_instances) -> Pool:
         for i in ready_instances)
     return Pool(deployment_id=deployment.pk, tenant_id=deployment.tenant_id,
                 model_version_id=deployment.model_version_id,
-                policy=getattr(deployment, "routing_policy", "") or DEFAULT_POLICY,
+                policy=deployment.routing_policy or DEFAULT_POLICY,
                 supports_priority=_supports_priority(deployment), upstreams=upstreams,
                 fallback_model=deployment.fallback_model_name, wake_timeout=_wake_timeout(deployment))
 

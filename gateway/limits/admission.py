@@ -126,7 +126,7 @@ class Decision:
 class LimiterConfig:
     """Tunables; failure policies say what happens while Redis cannot be reached."""
 
-    prefix: str = "sy:rl"
+    prefix: str  # `sy:<install id>:rl` (controlplane/redis_keys.py): installs sharing a Redis never share a key
     window_seconds: int = 60
     lease_seconds: float = 600  # longer streams renew with `extend`
     reservation_seconds: float = 900
@@ -159,10 +159,10 @@ def month_bounds(now: float) -> tuple[str, float]:
 class RateLimiter:
     """Admits requests for several subjects at once; settles their reservations afterwards."""
 
-    def __init__(self, client: aioredis.Redis, config: LimiterConfig | None = None,
+    def __init__(self, client: aioredis.Redis, config: LimiterConfig,
                  clock: Callable[[], float] = time.time) -> None:
         self._client = client
-        self._config = config or LimiterConfig()
+        self._config = config
         self._clock = clock  # only names the budget month; windows run on Redis TIME
         self._sha: dict[str, str] = {}
         self._background: set[asyncio.Task] = set()  # settles in flight without a waiter

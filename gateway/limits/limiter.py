@@ -41,8 +41,13 @@ class Admission:
 class Limiter:
     """One `RateLimiter` per gateway; turns decisions into admissions or 429/503 errors."""
 
-    def __init__(self, client, metrics, *, prefix: str = "sy:rl"):
-        self._limiter = RateLimiter(client, LimiterConfig(prefix=prefix))
+    def __init__(self, client, metrics, *, prefix: str | None = None):
+        # None until `scope` names the keys (the install id comes from the database), and for ever
+        # without a Redis: then every admission is refused (`_cannot_count`), never let through uncounted.
+        self._client = client
+        self._limiter: RateLimiter | None = None
+        if prefix is not None:
+            self.scope(prefix)
         self._metrics = metrics
         self._subjects: dict[tuple, tuple[Subject, ...]] = {}  # per key, for `_subjects_of`'s snapshot
         self._subjects_of: tuple | None = None  # (snapshot, floors) the cached subjects were built from
@@ -52,9 +57,13 @@ class Limiter:
     async def admit(self, *, key: KeyInfo, snapshot: Snapshot, request_id: str, prompt_tokens: int,
                     max_tokens: int) -> Admission:
         """Count the request against every limit at once, or raise the refusal."""
+        limiter = self._limiter
+        if limiter is None:
+            self._metrics.limit_rejections.labels(str(key.tenant_id), "limiter_unavailable").inc()
+            raise self._cannot_count()
         request = LimitRequest(request_id, str(key.tenant_id), self._subjects_for(snapshot, key),
                                prompt_tokens=prompt_tokens, max_tokens=max_tokens)
-        decision = await self._limiter.admit(request)
+        decision = await limiter.admit(request)
         headers = list(decision.header_list)
         if decision.outcome == Outcome.LIMITED:
             self._metrics.limit_rejections.labels(str(key.tenant_id), decision.refused.limit_kind).inc()
@@ -67,6 +76,20 @@ class Limiter:
         if decision.reservation is not None:
             self._running[id(admission)] = [time.monotonic(), admission]
         return admission
+
+    def scope(self, prefix: str) -> None:
+        """Count under `prefix` (`sy:<install id>:rl`, controlplane/redis_keys.py) from now on."""
+        if self._client is not None:
+            self._limiter = RateLimiter(self._client, LimiterConfig(prefix=prefix))
+
+    @property
+    def scoped(self) -> bool:
+        return self._limiter is not None
+
+    def _cannot_count(self) -> errors.GatewayError:
+        if self._client is None:
+            return errors.redis_not_configured()
+        return errors.database_unavailable()  # the install id is not known yet: the database has not answered
 
     def _subjects_for(self, snapshot: Snapshot, key: KeyInfo) -> tuple[Subject, ...]:
         """`subjects_for`, computed once per key, snapshot and floors (both are immutable)."""

@@ -307,7 +307,7 @@ class UsageRecorder:
             getattr(self._metrics, metric).inc(amount)
 
     def export_gauges(self) -> None:
-        """Set the buffer's and the spool's gauges (at each /metrics scrape)."""
+        """Set the buffer's and the spool's gauges (before each scrape; every second with `--workers`)."""
         metrics = self._metrics
         metrics.usage_pending.set(len(self._buffer))
         metrics.usage_database_away.set(1 if self.database_away else 0)

@@ -70,7 +70,7 @@ class PolicyChooser:
             return None
 
     def _policy(self, pools: tuple[Pool, ...]):
-        shape = tuple(p.deployment_id for p in pools)
+        shape = tuple((p.deployment_id, p.policy) for p in pools)  # a changed policy is a new instance
         policy = self._policies.get(shape)
         if policy is None:
             name = next((p.policy for p in pools if p.upstreams), DEFAULT_POLICY)

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('fleet', '0007_instance_model_version'),
+        ('fleet', '0008_instance_model_version'),
         ('models_registry', '0002_version_immutability_trigger'),
     ]
 

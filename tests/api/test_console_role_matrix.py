@@ -95,7 +95,7 @@ ROWS = [
     # the fleet: owners and admins of the tenant, platform staff everywhere
     ("deploy", "POST", lambda c, w, me: c.post(url("deploy"), {
         "tenant": A, "name": "console-new", "model_version": w.versions.main.pk, "runtime_backend": "simulator",
-        "min_replicas": 1, "max_replicas": 1, "warm_pool_size": 0}), "status", MANAGE),
+        "min_replicas": 1, "max_replicas": 1, "warm_pool_size": 0, "routing_policy": "round_robin"}), "status", MANAGE),
     ("scale", "POST", lambda c, w, me: c.post(url("scale", w.dep.pk), {"min_replicas": 1, "max_replicas": 2,
                                                                      "warm_pool_size": 0}), "status", MANAGE),
     ("instance-action", "POST", lambda c, w, me: c.post(url("instance-action", w.dep.pk, w.instances[0].pk, "drain")),
@@ -104,6 +104,8 @@ ROWS = [
         "enabled": "on", "queue_per_instance": 8, "kv_cache_usage": 0.9, "up_window_seconds": 20,
         "low_water_per_instance": 1, "idle_window_seconds": 300, "zero_after_idle_seconds": 900,
         "cooldown_up_seconds": 60, "cooldown_down_seconds": 300, "max_step": 2, "wake_timeout_seconds": 120}),
+     "status", MANAGE),
+    ("routing", "POST", lambda c, w, me: c.post(url("routing", w.dep.pk), {"routing_policy": "least_outstanding"}),
      "status", MANAGE),
     ("deployment-delete", "POST", lambda c, w, me: c.post(url("deployment-delete", w.doomed.pk)), "status", MANAGE),
     # the registry, GPU prices and tenants themselves: platform staff

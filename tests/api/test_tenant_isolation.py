@@ -40,6 +40,7 @@ ENDPOINTS = [
     ("deployment-scale", "/api/v1/deployments/{deployment}/scale/", {"POST"}),
     ("deployment-scaling", "/api/v1/deployments/{deployment}/scaling/", {"GET", "PUT"}),
     ("deployment-scaling-decisions", "/api/v1/deployments/{deployment}/scaling/decisions/", {"GET"}),
+    ("deployment-routing", "/api/v1/deployments/{deployment}/routing/", {"GET", "PUT"}),
     ("deployment-scaling-samples", "/api/v1/deployments/{deployment}/scaling/samples/", {"GET"}),
     ("deployment-drain", "/api/v1/deployments/{deployment}/instances/{instance}/drain/", {"POST"}),
     ("deployment-restart", "/api/v1/deployments/{deployment}/instances/{instance}/restart/", {"POST"}),

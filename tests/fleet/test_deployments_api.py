@@ -63,6 +63,8 @@ def test_developers_may_look_but_not_deploy(alice, published_version):
     ({"model_version": 999999}, "model_version"),
     ({"tenant": "no-such-tenant"}, "tenant"),
     ({"fallback_model_name": "no-such-model"}, "fallback_model_name"),
+    ({"routing_policy": "fastest"}, "routing_policy"),
+    ({"routing_policy": None}, "routing_policy"),
 ])
 def test_bad_specs_are_400s_naming_the_field(alice, published_version, overrides, field):
     body = spec(published_version, **{"tenant": alice.tenant.slug, **overrides})
@@ -110,3 +112,34 @@ def test_a_fallback_model_is_stored_and_audited(alice, published_version):
     own = spec(published_version, tenant=alice.tenant.slug, name="again",
                fallback_model_name=published_version.model.name)
     assert "fallback_model_name" in bearer(alice.key).post(URL, own, format="json").json()
+
+
+def test_the_routing_policy_is_chosen_at_deploy_and_changed_with_an_audit_event(alice, published_version):
+    client = bearer(alice.key)
+    created = client.post(URL, spec(published_version, tenant=alice.tenant.slug, routing_policy="least_outstanding"),
+                          format="json").json()
+    assert created["routing_policy"] == "least_outstanding"
+    routing = f"{URL}{created['id']}/routing/"
+    assert client.get(routing).json() == {"routing_policy": "least_outstanding"}
+    changed = client.put(routing, {"routing_policy": "latency_ewma"}, format="json")
+    assert changed.status_code == 200 and changed.json() == {"routing_policy": "latency_ewma"}
+    event = AuditEvent.objects.get(action="fleet.deployment.routing_policy")
+    assert (event.before["routing_policy"], event.after["routing_policy"]) == ("least_outstanding", "latency_ewma")
+    for bad in ({"routing_policy": "fastest"}, {}, {"routing_policy": ["round_robin"]}):
+        response = client.put(routing, bad, format="json")
+        assert response.status_code == 400 and "routing_policy" in response.json(), response.content
+    assert Deployment.objects.get(pk=created["id"]).routing_policy == "latency_ewma"
+
+
+def test_a_new_deployment_routes_by_prefix_affinity_unless_told_otherwise(alice, published_version):
+    created = bearer(alice.key).post(URL, spec(published_version, tenant=alice.tenant.slug), format="json").json()
+    assert created["routing_policy"] == "prefix_affinity"
+
+
+def test_the_fleets_routing_choices_are_the_gateways_policies():
+    from fleet.models import RoutingPolicyName
+    from gateway.config.snapshot import DEFAULT_POLICY
+    from gateway.routing.policies import PolicyName
+
+    assert set(RoutingPolicyName.values) == {p.value for p in PolicyName}
+    assert Deployment._meta.get_field("routing_policy").default == DEFAULT_POLICY

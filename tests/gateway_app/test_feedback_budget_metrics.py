@@ -94,7 +94,7 @@ def test_prefix_affinity_placements_are_counted(served):
         response = served.gateway.post("/v1/completions", served.alice.key.raw, BODY,
                                        headers={"x-switchyard-affinity": "repo:src/app.py"})
         assert response.status_code == 200
-    text = httpx.get(served.gateway.url + "/metrics", timeout=10).text
+    text = served.gateway.metrics()
     home = [line for line in text.splitlines() if line.startswith("switchyard_gateway_prefix_affinity_home_total")]
     assert home and float(home[0].split()[-1]) == 3.0  # one at a time: always within the load bound
     assert "switchyard_gateway_prefix_affinity_spill_total 0.0" in text

@@ -29,6 +29,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from controlplane.logging import JsonFormatter, RequestIdFilter
+from controlplane.redis_keys import install_prefix
 from simulator.recording import read_requests
 from tenants.models import RedactionMode
 from tenants.services import update_tenant
@@ -162,8 +163,8 @@ def dump_redis(server) -> str:
     """Every value under the gateway's prefixes; with REDIS_URL (a database of our own), every key."""
     import redis
 
-    client = redis.Redis.from_url(settings.SWITCHYARD_GATEWAY_REDIS_URL)
-    pattern = "*" if settings.REDIS_URL else f"{server.app.config.limits_prefix}*"
+    client = redis.Redis.from_url(server.app.config.redis_url)
+    pattern = "*" if settings.REDIS_URL else f"{install_prefix(server.app.config.redis_scope)}*"
     pieces = []
     for key in client.scan_iter(match=pattern, count=1000):
         kind = client.type(key)

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fleet', '0006_warm_spans'),
+        ('fleet', '0007_deployment_routing_policy'),
         ('models_registry', '0002_version_immutability_trigger'),
     ]
 
