@@ -28,7 +28,8 @@ class InstanceSerializer(RestrictedFieldsMixin, serializers.ModelSerializer):
 
     class Meta:
         model = Instance
-        fields = ["id", "state", "role", "model_version", "pending_reason", "endpoint_url", "port", "pid", "restart_count", "next_start_after",
+        fields = ["id", "state", "role", "model_version", "pending_reason", "endpoint_url", "port", "pid",
+                  "restart_count", "next_start_after",
                   "created_at", "starting_at", "ready_at", "draining_at", "drain_deadline", "stopped_at", "failed_at",
                   "released_at", "consecutive_health_failures", "last_health_at", "last_health_ok",
                   "last_health_error", "metrics", "failure_reason", "log_tail"]
