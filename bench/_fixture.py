@@ -38,7 +38,7 @@ def create_rows(model_name: str, urls: list[str], policy: str | None, key_rpm: i
     from apikeys.services import create_api_key
     from audit.actor import Actor
     from audit.services import record_event
-    from fleet.models import Deployment, Instance, BuiltinRuntime
+    from fleet.models import BuiltinRuntime, Deployment, Instance
     from fleet.states import InstanceState
     from models_registry.models import Model, ModelVersion
     from quotas.models import LIMIT_BOUNDS, QuotaPolicy
