@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 LOCAL_ONLY = ("default_user_rpm", "limits_prefix", "dedup_prefix")  # not SWITCHYARD_GATEWAY_* settings
 
 
