@@ -79,7 +79,7 @@ def _create_instance(deployment: Deployment, role: str) -> Instance:
     failed = (deployment.instances.filter(state=S.FAILED, released_at__isnull=False, replacement__isnull=True)
               .order_by("failed_at").first())
     instance = Instance(deployment=deployment, role=role)
-    if failed is not None:
+    if failed is not None and failed.failed_at is not None:  # a failed instance always has failed_at
         ready_for = failed.failed_at - failed.ready_at if failed.ready_at else None
         instance.replaces = failed
         instance.restart_count = backoff.next_restart_count(failed.restart_count, ready_for)

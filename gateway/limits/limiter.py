@@ -17,7 +17,16 @@ from gateway import errors
 from gateway.config.snapshot import KeyInfo, Snapshot
 from gateway.limits import budget_floors
 from gateway.limits.admission import Admission as LimitRequest
-from gateway.limits.admission import LimiterConfig, Limits, Outcome, RateLimiter, Subject, SubjectKind, month_bounds
+from gateway.limits.admission import (
+    LimiterConfig,
+    Limits,
+    Outcome,
+    RateLimiter,
+    Reservation,
+    Subject,
+    SubjectKind,
+    month_bounds,
+)
 from gateway.limits.budget_floors import BudgetFloors, load_budget_floors
 
 log = logging.getLogger("gateway.limits")
@@ -34,7 +43,7 @@ class Admission:
     """A granted request: the headers to echo and the reservation to settle (None = unmetered)."""
 
     headers: list = field(default_factory=list)
-    reservation: object = None
+    reservation: Reservation | None = None
     token_cap: int | None = None
 
 
@@ -66,7 +75,8 @@ class Limiter:
         decision = await limiter.admit(request)
         headers = list(decision.header_list)
         if decision.outcome == Outcome.LIMITED:
-            self._metrics.limit_rejections.labels(str(key.tenant_id), decision.refused.limit_kind).inc()
+            refused = decision.refused.limit_kind  # type: ignore[union-attr]  # a LIMITED decision names its refusal
+            self._metrics.limit_rejections.labels(str(key.tenant_id), refused).inc()
             raise limited(decision, headers)
         if decision.outcome == Outcome.LIMITER_UNAVAILABLE:
             self._metrics.limit_rejections.labels(str(key.tenant_id), "limiter_unavailable").inc()

@@ -120,7 +120,8 @@ class GatewayMetrics:
     def done_series(self, status_code: int, model: str, tenant_id: int | None, endpoint: str) -> DoneSeries:
         """The series one finished request counts in, looked up once per label set."""
         tenant = str(tenant_id or "")
-        series = DoneSeries(model, tenant, _count_of(self.child(self.requests, str(status_code), model, tenant, endpoint)),
+        series = DoneSeries(model, tenant,
+                            _count_of(self.child(self.requests, str(status_code), model, tenant, endpoint)),
                             HistogramObserver(self.child(self.latency, model, endpoint)))
         if len(self._done) >= MAX_CACHED_SERIES:
             self._done.clear()  # forgets the cache only; the series stay
