@@ -11,7 +11,6 @@ import dj_database_url
 from whitenoise.compress import Compressor
 
 from controlplane.backends_setting import runtime_backends
-from controlplane.redis_tls import broker_ssl_options
 from controlplane.env import (
     ImproperSetting,
     env_bool,
@@ -25,6 +24,7 @@ from controlplane.env import (
     env_str,
     env_str_or_file,
 )
+from controlplane.redis_tls import broker_ssl_options
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SWITCHYARD_VAR_DIR", str(BASE_DIR / "var")))

@@ -159,7 +159,8 @@ def start_redis(children: dict) -> str:
     argv, url = private_redis.plan(VAR_DIR / "redis", port)
     start(children, "redis", argv)
     deadline = time.monotonic() + 20
-    while not private_redis.answers(port, urlsplit(url).password):
+    password = urlsplit(url).password or ""
+    while not private_redis.answers(port, password):
         if children["redis"].poll() is not None or time.monotonic() > deadline:
             raise CannotStart(f"the private redis-server did not start; see {LOG_DIR / 'redis.log'}")
         if STOP.wait(0.1):

@@ -75,8 +75,9 @@ class DeploymentCreateSerializer(serializers.Serializer):
     simulator_params = serializers.DictField(required=False, default=dict, validators=[storable_json])
     fallback_model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
                                                 help_text="Model the gateway uses when this one is saturated or slow.")
-    routing_policy = serializers.ChoiceField(choices=RoutingPolicyName.choices, default=RoutingPolicyName.PREFIX_AFFINITY,
-                                             help_text="How the gateway picks one of the deployment's engines.")
+    routing_policy = serializers.ChoiceField(
+        choices=RoutingPolicyName.choices, default=RoutingPolicyName.PREFIX_AFFINITY,
+        help_text="How the gateway picks one of the deployment's engines.")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -138,21 +138,23 @@ class Limiter:
         due = [entry for entry in self._running.values() if now - entry[0] >= after]
         for entry in due:
             entry[0] = now
-        await asyncio.gather(*(self._limiter.extend(entry[1].reservation) for entry in due
-                               if entry[1].reservation is not None), return_exceptions=True)
+        limiter = self._limiter
+        if limiter is not None:  # reservations exist only where a limiter admitted them
+            await asyncio.gather(*(limiter.extend(entry[1].reservation) for entry in due
+                                   if entry[1].reservation is not None), return_exceptions=True)
         return len(due)
 
     async def settle(self, admission: Admission, *, used_tokens: int) -> None:
         """Hand the reservation back with the actual tokens (also 0 for failed requests)."""
         self._running.pop(id(admission), None)
-        if admission.reservation is not None:
+        if admission.reservation is not None and self._limiter is not None:
             await self._limiter.settle(admission.reservation, used_tokens)
             admission.reservation = None
 
     def settle_soon(self, admission: Admission, *, used_tokens: int) -> None:
         """`settle` without waiting for Redis (after the answer went out; see RateLimiter.settle_soon)."""
         self._running.pop(id(admission), None)
-        if admission.reservation is not None:
+        if admission.reservation is not None and self._limiter is not None:
             self._limiter.settle_soon(admission.reservation, used_tokens)
             admission.reservation = None
 
