@@ -196,6 +196,8 @@ CASES = {
                                  ["fleet.deployment.scaling_policy"]),
     "fleet.apply_scaling_decision": (lambda w: _scaled(w), ["fleet.deployment.autoscale.up"]),
     "fleet.request_wake": (lambda w: fleet.request_wake(w.deployment.pk), []),
+    "fleet.set_routing_policy": (lambda w: fleet.set_routing_policy(w.deployment, routing_policy="round_robin",
+                                                                    actor=ACTOR), ["fleet.deployment.routing_policy"]),
     "models_registry.register_model": (lambda w: registry.register_model(name="new-model", actor=ACTOR),
                                        ["model.register"]),
     "models_registry.update_model": (lambda w: registry.update_model(w.model, description="Writes code.", actor=ACTOR),
