@@ -2,8 +2,21 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
-from console.views import (audit, auth, budgets, fleet, keys, members, overview, prices, quotas, registry, slow,
-                           tenants, usage)
+from console.views import (
+    audit,
+    auth,
+    budgets,
+    fleet,
+    keys,
+    members,
+    overview,
+    prices,
+    quotas,
+    registry,
+    slow,
+    tenants,
+    usage,
+)
 
 app_name = "console"
 
@@ -16,7 +29,8 @@ urlpatterns = [
     path("tenants/", tenants.tenant_list, name="tenants"),
     path("tenants/new", tenants.tenant_create, name="tenant-create"),
     path("tenants/<slug:slug>/", tenants.tenant_detail, name="tenant"),
-    re_path(r"^tenants/(?P<slug>[a-z0-9-]+)/(?P<action>suspend|activate)$", tenants.tenant_status, name="tenant-status"),
+    re_path(r"^tenants/(?P<slug>[a-z0-9-]+)/(?P<action>suspend|activate)$", tenants.tenant_status,
+            name="tenant-status"),
     path("tenants/<slug:slug>/quota", tenants.quota_update, name="quota-update"),
     path("tenants/<slug:slug>/quotas/new", quotas.policy_create, name="quota-policy-create"),
     path("tenants/<slug:slug>/quotas/<int:policy_id>/", quotas.policy_edit, name="quota-policy"),

@@ -11,11 +11,20 @@ import dj_database_url
 from whitenoise.compress import Compressor
 
 from controlplane.backends_setting import runtime_backends
-from controlplane.redis_tls import broker_ssl_options
 from controlplane.env import (
-    ImproperSetting, env_bool, env_choice, env_float, env_header, env_int, env_json_object, env_list, env_secret,
-    env_str, env_str_or_file,
+    ImproperSetting,
+    env_bool,
+    env_choice,
+    env_float,
+    env_header,
+    env_int,
+    env_json_object,
+    env_list,
+    env_secret,
+    env_str,
+    env_str_or_file,
 )
+from controlplane.redis_tls import broker_ssl_options
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SWITCHYARD_VAR_DIR", str(BASE_DIR / "var")))
@@ -94,7 +103,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "switchyard.sqlite3",
+            "NAME": str(VAR_DIR / "switchyard.sqlite3"),
             # IMMEDIATE makes every atomic block take the write lock up front, so the audit
             # chain's read-last-then-append cannot interleave between processes. WAL lets the
             # console, gateway and worker read while one of them writes, and commits without
@@ -414,7 +423,8 @@ SWITCHYARD_GATEWAY_USAGE_BATCH = env_int("SWITCHYARD_GATEWAY_USAGE_BATCH", 500, 
 # of the install; the dead letter holds the rare event the database refused (docs/usage-and-cost.md).
 SWITCHYARD_GATEWAY_USAGE_SPOOL_DIR = env_str("SWITCHYARD_GATEWAY_USAGE_SPOOL_DIR", str(VAR_DIR / "usage-spool"))
 SWITCHYARD_GATEWAY_USAGE_SPOOL_MAX_BYTES = env_int("SWITCHYARD_GATEWAY_USAGE_SPOOL_MAX_BYTES", 1024 ** 3, minimum=0)
-SWITCHYARD_GATEWAY_QUEUE_INFLIGHT_PER_INSTANCE = env_int("SWITCHYARD_GATEWAY_QUEUE_INFLIGHT_PER_INSTANCE", 64, minimum=1)
+SWITCHYARD_GATEWAY_QUEUE_INFLIGHT_PER_INSTANCE = env_int("SWITCHYARD_GATEWAY_QUEUE_INFLIGHT_PER_INSTANCE", 64,
+                                                         minimum=1)
 SWITCHYARD_GATEWAY_QUEUE_MAX = env_int("SWITCHYARD_GATEWAY_QUEUE_MAX", 1000, minimum=0)
 SWITCHYARD_GATEWAY_QUEUE_MAX_PER_TENANT = env_int("SWITCHYARD_GATEWAY_QUEUE_MAX_PER_TENANT", 100, minimum=0)
 SWITCHYARD_GATEWAY_QUEUE_MAX_WAIT = env_float("SWITCHYARD_GATEWAY_QUEUE_MAX_WAIT", 30.0)
@@ -431,7 +441,8 @@ SWITCHYARD_METRICS_TOKEN = env_str_or_file("SWITCHYARD_METRICS_TOKEN", "")
 if SWITCHYARD_METRICS_TOKEN and len(SWITCHYARD_METRICS_TOKEN) < 16:
     raise ImproperSetting("SWITCHYARD_METRICS_TOKEN must be at least 16 characters (or unset)")
 # The slow-requests page shows the start of each prompt, after redaction; 0 keeps no text at all.
-SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS = env_int("SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS", 500, minimum=0, maximum=10000)
+SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS = env_int("SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS", 500,
+                                                 minimum=0, maximum=10000)
 SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS = env_int("SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS", 24, minimum=1)
 
 # --- Usage and cost (docs/usage-and-cost.md) ---

@@ -62,7 +62,7 @@ def record(instance: Instance, token: str, launched, backend) -> bool:
     with transaction.atomic():
         current = Instance.objects.select_for_update(of=("self",)).filter(pk=instance.pk).first()
         ours = current is not None and current.launch_claim == token
-        if ours and current.state == S.PENDING:
+        if ours and current is not None and current.state == S.PENDING:
             return try_transition(instance.pk, S.STARTING, pending_reason="", launch_claim="",
                                   launch_claimed_at=None, **where) is not None
         if ours:  # drained while it started: the drain stops it once it knows where it runs

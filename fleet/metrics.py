@@ -1,5 +1,6 @@
 """Turn an engine's Prometheus `/metrics` text into the few numbers the fleet and router use."""
 import math
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -32,7 +33,7 @@ TTFT = "vllm:time_to_first_token_seconds"
 def summarize(text: str) -> dict:
     """Gauges summed over engines, prefix-cache hit ratio and a TTFT histogram summary."""
     samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
-    summary = {key: _sum(samples, name) for name, key in GAUGES.items()}
+    summary: dict[str, Any] = {key: _sum(samples, name) for name, key in GAUGES.items()}
     hits = _sum(samples, "vllm:prefix_cache_hits_total")
     queries = _sum(samples, "vllm:prefix_cache_queries_total")
     summary["prefix_cache_hits"], summary["prefix_cache_queries"] = hits, queries

@@ -186,7 +186,8 @@ class WarmSpan(models.Model):
 
     instance = models.ForeignKey("Instance", on_delete=models.CASCADE, related_name="warm_spans")
     started_at = models.DateTimeField()
-    ended_at = models.DateTimeField(null=True, blank=True, help_text="Promoted then; empty: still warm (or until stopped).")
+    ended_at = models.DateTimeField(null=True, blank=True,
+                                    help_text="Promoted then; empty: still warm (or until stopped).")
 
     class Meta:
         ordering = ["instance", "started_at"]
@@ -237,7 +238,8 @@ class Instance(models.Model):
     pending_reason = models.CharField(max_length=300, blank=True, default="",
                                       help_text="Why a pending instance has not started yet (e.g. host capacity).")
     launch_claim = models.CharField(max_length=32, blank=True, default="",
-                                    help_text="The worker launching this pending instance (no row lock is held meanwhile).")
+                                    help_text="The worker launching this pending instance "
+                                              "(no row lock is held meanwhile).")
     launch_claimed_at = models.DateTimeField(null=True, blank=True)
     log_tail = models.TextField(blank=True, default="")
 

@@ -100,7 +100,7 @@ def _create_instance(deployment: Deployment, version_id: int, role: str) -> Inst
     failed = (_failed(deployment, version_id).filter(released_at__isnull=False, replacement__isnull=True)
               .order_by("failed_at").first())
     instance = Instance(deployment=deployment, role=role, model_version_id=version_id)
-    if failed is not None:
+    if failed is not None and failed.failed_at is not None:  # a failed instance always has failed_at
         ready_for = failed.failed_at - failed.ready_at if failed.ready_at else None
         instance.replaces = failed
         instance.restart_count = backoff.next_restart_count(failed.restart_count, ready_for)

@@ -29,7 +29,8 @@ def _check_version(deployment, errors: dict) -> None:
     from models_registry.models import VersionStatus
 
     if deployment.model_version.status != VersionStatus.PUBLISHED:
-        errors["model_version"] = f"Only published versions can be deployed (this one is {deployment.model_version.status})."
+        status = deployment.model_version.status
+        errors["model_version"] = f"Only published versions can be deployed (this one is {status})."
 
 
 def _check_replicas(deployment, errors: dict) -> None:

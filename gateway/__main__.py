@@ -63,8 +63,8 @@ def serve(args) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     django.setup()
     from gateway.app import build_app
-    from gateway.server.connection_share import ConnectionShare
     from gateway.server import HttpServer
+    from gateway.server.connection_share import ConnectionShare
 
     logging.getLogger("gateway.server").setLevel(args.log_level.upper())
     share = ConnectionShare.from_env() if args.reuse_port else None

@@ -14,15 +14,15 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from controlplane import redis_keys
 from gateway import errors
 from gateway.clients.database import DatabaseThreads, database_unavailable
 from gateway.clients.engine import UpstreamClient
 from gateway.clients.pipelined_redis import PipelinedRedis
-from gateway.config.key_cache import KeyCache
 from gateway.config.change_bus import ChangeBus
+from gateway.config.key_cache import KeyCache
 from gateway.config.refresher import SnapshotRefresher, load_current
 from gateway.config.settings import GatewayConfig
 from gateway.config.snapshot import Snapshot
@@ -66,7 +66,7 @@ class GatewayState:
     recorder: UsageRecorder
     upstream: UpstreamClient
     timeouts: Timeouts
-    redis: object
+    redis: Any  # gateway.clients.pipelined_redis.PipelinedRedis, or a redis-py client
     db: DatabaseThreads
     queues: PoolQueues
     dedup: DedupCache
@@ -83,10 +83,10 @@ class GatewayApp:
         self.config = config
         self.metrics = GatewayMetrics()
         self._usage_writer = usage_writer
-        self.state: GatewayState | None = None
+        self.state: GatewayState = None  # type: ignore[assignment]  # set by the lifespan start-up, before any request
         self.refresher: SnapshotRefresher | None = None
         self.bus: ChangeBus | None = None
-        self._inference: InferenceHandler | None = None
+        self._inference: InferenceHandler = None  # type: ignore[assignment]  # likewise
         self._tasks: list[asyncio.Task] = []
 
     async def __call__(self, scope, receive, send) -> None:
@@ -260,7 +260,8 @@ class GatewayApp:
 
     def _recorder(self, db: DatabaseThreads) -> UsageRecorder:
         config = self.config
-        spool = UsageSpool(config.usage_spool_dir, config.usage_spool_max_bytes) if config.usage_spool_max_bytes else None
+        spool = (UsageSpool(config.usage_spool_dir, config.usage_spool_max_bytes)
+                 if config.usage_spool_max_bytes else None)
         dead_letter = DeadLetter(Path(config.usage_spool_dir) / DEAD_LETTER_NAME, config.usage_spool_max_bytes)
         return UsageRecorder(self._usage_writer, run_in_thread=db.run, flush_seconds=config.usage_flush_seconds,
                              batch_size=config.usage_batch, spool=spool, dead_letter=dead_letter, metrics=self.metrics)

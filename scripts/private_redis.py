@@ -46,8 +46,11 @@ def write_config(folder: Path, port: int, password: str) -> Path:
 
 def plan(folder: Path, port: int) -> tuple[list[str], str]:
     """(argv, URL) of a private server on `port`; the password is new every time."""
+    server = binary()
+    if server is None:
+        raise FileNotFoundError("redis-server is not installed")
     password = secrets.token_urlsafe(24)
-    return [binary(), str(write_config(folder, port, password))], f"redis://:{password}@127.0.0.1:{port}/0"
+    return [server, str(write_config(folder, port, password))], f"redis://:{password}@127.0.0.1:{port}/0"
 
 
 def answers(port: int, password: str) -> bool:

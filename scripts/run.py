@@ -22,6 +22,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
+
 class StopRequest:
     """A flag a signal handler sets without taking a lock, and a wait on it (main thread only).
 
@@ -158,7 +159,8 @@ def start_redis(children: dict) -> str:
     argv, url = private_redis.plan(VAR_DIR / "redis", port)
     start(children, "redis", argv)
     deadline = time.monotonic() + 20
-    while not private_redis.answers(port, urlsplit(url).password):
+    password = urlsplit(url).password or ""
+    while not private_redis.answers(port, password):
         if children["redis"].poll() is not None or time.monotonic() > deadline:
             raise CannotStart(f"the private redis-server did not start; see {LOG_DIR / 'redis.log'}")
         if STOP.wait(0.1):
@@ -171,8 +173,9 @@ def manage(*args: str, capture: bool = False) -> str:
     """A manage.py step; a stop request ends it (SIGTERM) instead of waiting it out."""
     proc = subprocess.Popen([PY, "manage.py", *args], cwd=ROOT, text=True, start_new_session=True,
                             stdout=subprocess.PIPE if capture else None, preexec_fn=_die_with_parent)
-    out = [] if capture else None
-    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True) if capture else None
+    out: list[str] = []
+    stdout = proc.stdout  # a pipe only when capturing
+    reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True) if stdout else None
     if reader:
         reader.start()
     while proc.poll() is None:
@@ -184,7 +187,7 @@ def manage(*args: str, capture: bool = False) -> str:
         reader.join()
     if proc.returncode != 0:
         raise CannotStart(f"`manage.py {' '.join(args)}` failed (exit {proc.returncode})")
-    return "".join(out or [])
+    return "".join(out)
 
 
 def start(children: dict, name: str, argv: list[str]) -> None:
@@ -259,7 +262,8 @@ def say(message: str) -> None:
 
 
 def _stop_group(proc: subprocess.Popen | None, grace: float, *, leader_only: bool = False) -> None:
-    """SIGTERM the child's group (or only the child), SIGKILL the group after `grace`; wait until the child is reaped."""
+    """SIGTERM the child's group (or only the child), SIGKILL the group after `grace`; wait until the child is
+    reaped."""
     if proc is None:
         return
     if leader_only:
@@ -308,7 +312,8 @@ def print_summary(base: str, gateway_port: int, metrics_port: int, seed: dict, r
 
 def report_engine(base: str, api_key: str, children: dict, runtime: str) -> None:
     """Wait until the demo deployment has a ready instance, showing the time spent; print its URL."""
-    expected = "the simulator takes a few seconds" if runtime == "simulator" else "real vLLM on the CPU takes 1–3 minutes"
+    expected = ("the simulator takes a few seconds" if runtime == "simulator"
+                else "real vLLM on the CPU takes 1–3 minutes")
     print(f"  engine       starting ({expected}) …", flush=True)
     started = time.monotonic()
     progress = _Progress(sys.stdout.isatty())
@@ -317,7 +322,8 @@ def report_engine(base: str, api_key: str, children: dict, runtime: str) -> None
         ready = [i for i in instances if i.get("state") == "ready"]
         elapsed = time.monotonic() - started
         if ready:
-            progress.done(f"  engine       {ready[0]['endpoint_url']}  (ready after {elapsed:.0f} s; instance {ready[0]['id']})\n")
+            progress.done(f"  engine       {ready[0]['endpoint_url']}  "
+                          f"(ready after {elapsed:.0f} s; instance {ready[0]['id']})\n")
             return
         progress.show(elapsed, f"  engine       starting … {elapsed:.0f} s{_engine_state(instances)}")
         STOP.wait(3)

@@ -81,7 +81,8 @@ class DisconnectWatch:
     __slots__ = ("gone", "receive", "timer", "task")
 
     def __init__(self, gone: Callable[[], None], receive: Receive) -> None:
-        self.gone, self.receive, self.task = gone, receive, None  # gone: aborts the request's sequences
+        self.gone, self.receive = gone, receive  # gone: aborts the request's sequences
+        self.task: asyncio.Task | None = None
         self.timer = asyncio.get_running_loop().call_later(DISCONNECT_WATCH_DELAY, self._start)
 
     def _start(self) -> None:
@@ -240,7 +241,7 @@ class SimulatorApp:
             if params.stream:
                 answered = await self._stream(send, req, params)
             else:  # inline, not a coroutine of its own: wait, then send one JSON body
-                reason = await req.done
+                reason = await req.done  # type: ignore[misc]  # engine.add_request above set it
                 if reason != "abort" and self._fails(req.num_output_tokens):  # vLLM's GenerationError
                     await send_bytes(send, 500, protocol.error_body(protocol.GENERATION_FAILED, 500))
                     answered = True

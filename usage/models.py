@@ -174,7 +174,8 @@ class GpuPrice(models.Model):
 
     class Meta:
         ordering = ["gpu_type", "-effective_from"]
-        constraints = [models.UniqueConstraint(fields=["gpu_type", "effective_from"], name="one_price_per_gpu_and_time")]
+        constraints = [models.UniqueConstraint(fields=["gpu_type", "effective_from"],
+                                               name="one_price_per_gpu_and_time")]
 
     def __str__(self):
         return f"{self.gpu_type} ${self.hourly_usd}/h from {self.effective_from:%Y-%m-%d}"

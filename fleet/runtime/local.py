@@ -31,7 +31,8 @@ class LocalBackend(ProcessBackend):
         if deployment.tensor_parallel_size > 1:
             errors["tensor_parallel_size"] = "The local CPU runtime runs one single-process engine per instance; use 1."
         elif deployment.pipeline_parallel_size > 1:
-            errors["pipeline_parallel_size"] = "The local CPU runtime runs one single-process engine per instance; use 1."
+            errors["pipeline_parallel_size"] = ("The local CPU runtime runs one single-process engine per instance; "
+                                                "use 1.")
         return errors
 
     def extra_env(self, instance) -> dict[str, str]:

@@ -193,7 +193,7 @@ class PipelinedRedis:
         self._deadlines: deque[tuple[float, asyncio.Future]] = deque()  # of `send_packed(..., deadline)`
         self._watchdog: asyncio.TimerHandle | None = None
         self._watch_at = math.inf
-        self._out: list[bytes] = []  # queued, not yet written
+        self._out: list = []  # queued, not yet written: bytes, or a builder of them (`send_quiet_later`)
         self._later = False  # `_out` holds a `send_quiet_later` builder
         self._flush_scheduled = False
         self._last_progress = 0.0  # when the oldest pending command was sent or last answered
@@ -315,7 +315,8 @@ class PipelinedRedis:
         """Fail the commands past their deadline; wait for the next one (rarely more than one timer a deadline)."""
         self._watchdog, self._watch_at = None, math.inf
         now = asyncio.get_running_loop().time()
-        waiting, soonest = deque(), math.inf
+        waiting: deque = deque()
+        soonest = math.inf
         for deadline, future in self._deadlines:
             if future.done():
                 continue

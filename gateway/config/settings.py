@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 LOCAL_ONLY = ("default_user_rpm", "redis_scope")  # not SWITCHYARD_GATEWAY_* settings
 
 

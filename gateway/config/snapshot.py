@@ -119,15 +119,15 @@ class Snapshot:
 
     def policies_for(self, key: KeyInfo) -> tuple[Limits, ...]:
         """Every level that governs this key's requests; each is enforced on its own."""
-        found = (self.tenant_policies.get(key.tenant_id), self.key_policies.get(key.id),
-                 self.user_policies.get((key.tenant_id, key.user_id)) if key.user_id else None)
+        found = (self.tenant_policies.get(key.tenant_id), self.key_policies.get(key.id),  # type: ignore[arg-type]
+                 self.user_policies.get((key.tenant_id, key.user_id)) if key.user_id else None)  # type: ignore[arg-type]
         return tuple(level for level in found if level is not None)
 
     def user_rpm(self, key: KeyInfo) -> int | None:
         """A person's own rate: their policy's, else the default; service keys have none."""
         if key.user_id is None:
             return None
-        policy = self.user_policies.get((key.tenant_id, key.user_id))
+        policy = self.user_policies.get((key.tenant_id, key.user_id))  # type: ignore[arg-type]  # None finds none
         return (policy and policy.requests_per_minute) or self.default_user_rpm
 
     def has_token_budget(self, key: KeyInfo) -> bool:

@@ -10,13 +10,22 @@ import hashlib
 import hmac
 import time
 from types import MappingProxyType
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections
 from django.db.models import Count, Max, Q
 
-from gateway.config.snapshot import (DEFAULT_POLICY, DEFAULT_REDACTION_MODE, KeyInfo, Limits, Pool, Snapshot,
-                                     TenantInfo, Upstream)
+from gateway.config.snapshot import (
+    DEFAULT_POLICY,
+    DEFAULT_REDACTION_MODE,
+    KeyInfo,
+    Limits,
+    Pool,
+    Snapshot,
+    TenantInfo,
+    Upstream,
+)
 
 
 def version_marker() -> tuple:
@@ -50,7 +59,7 @@ SECTIONS = frozenset({"tenants", "policies", "pools"})
 def load_sections(snapshot: Snapshot, sections, version: tuple) -> Snapshot:
     """A new Snapshot: `sections` read afresh, the rest kept from `snapshot` (the change bus reloads only
     what a change touched)."""
-    fields = {"version": version, "loaded_at": time.monotonic(), "_pools_memo": {}, "_allowed_memo": {}}
+    fields: dict[str, Any] = {"version": version, "loaded_at": time.monotonic(), "_pools_memo": {}, "_allowed_memo": {}}
     if "tenants" in sections:
         fields["tenants"] = MappingProxyType(_load_tenants())
     if "policies" in sections:

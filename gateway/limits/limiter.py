@@ -17,7 +17,16 @@ from gateway import errors
 from gateway.config.snapshot import KeyInfo, Snapshot
 from gateway.limits import budget_floors
 from gateway.limits.admission import Admission as LimitRequest
-from gateway.limits.admission import LimiterConfig, Limits, Outcome, RateLimiter, Subject, SubjectKind, month_bounds
+from gateway.limits.admission import (
+    LimiterConfig,
+    Limits,
+    Outcome,
+    RateLimiter,
+    Reservation,
+    Subject,
+    SubjectKind,
+    month_bounds,
+)
 from gateway.limits.budget_floors import BudgetFloors, load_budget_floors
 
 log = logging.getLogger("gateway.limits")
@@ -34,7 +43,7 @@ class Admission:
     """A granted request: the headers to echo and the reservation to settle (None = unmetered)."""
 
     headers: list = field(default_factory=list)
-    reservation: object = None
+    reservation: Reservation | None = None
     token_cap: int | None = None
 
 
@@ -66,7 +75,8 @@ class Limiter:
         decision = await limiter.admit(request)
         headers = list(decision.header_list)
         if decision.outcome == Outcome.LIMITED:
-            self._metrics.limit_rejections.labels(str(key.tenant_id), decision.refused.limit_kind).inc()
+            refused = decision.refused.limit_kind  # type: ignore[union-attr]  # a LIMITED decision names its refusal
+            self._metrics.limit_rejections.labels(str(key.tenant_id), refused).inc()
             raise limited(decision, headers)
         if decision.outcome == Outcome.LIMITER_UNAVAILABLE:
             self._metrics.limit_rejections.labels(str(key.tenant_id), "limiter_unavailable").inc()
@@ -128,21 +138,23 @@ class Limiter:
         due = [entry for entry in self._running.values() if now - entry[0] >= after]
         for entry in due:
             entry[0] = now
-        await asyncio.gather(*(self._limiter.extend(entry[1].reservation) for entry in due
-                               if entry[1].reservation is not None), return_exceptions=True)
+        limiter = self._limiter
+        if limiter is not None:  # reservations exist only where a limiter admitted them
+            await asyncio.gather(*(limiter.extend(entry[1].reservation) for entry in due
+                                   if entry[1].reservation is not None), return_exceptions=True)
         return len(due)
 
     async def settle(self, admission: Admission, *, used_tokens: int) -> None:
         """Hand the reservation back with the actual tokens (also 0 for failed requests)."""
         self._running.pop(id(admission), None)
-        if admission.reservation is not None:
+        if admission.reservation is not None and self._limiter is not None:
             await self._limiter.settle(admission.reservation, used_tokens)
             admission.reservation = None
 
     def settle_soon(self, admission: Admission, *, used_tokens: int) -> None:
         """`settle` without waiting for Redis (after the answer went out; see RateLimiter.settle_soon)."""
         self._running.pop(id(admission), None)
-        if admission.reservation is not None:
+        if admission.reservation is not None and self._limiter is not None:
             self._limiter.settle_soon(admission.reservation, used_tokens)
             admission.reservation = None
 

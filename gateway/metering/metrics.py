@@ -13,7 +13,7 @@ import os
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import values as prometheus_values
@@ -87,7 +87,7 @@ class GatewayMetrics:
                              registry=registry)
         self.affinity_home = Counter("switchyard_gateway_prefix_affinity_home",
                                      "Prefix-affinity requests placed on their key's home engine.", registry=registry)
-        self._children: dict[tuple, object] = {}  # (metric, label values) -> child, see `child`
+        self._children: dict[tuple, Any] = {}  # (metric, label values) -> child, see `child`
         self._outstanding_reads: dict[int, Callable[[], float]] = {}  # instance id -> its balancer count
         self._done: dict[tuple, DoneSeries] = {}  # observe_done's key -> its children, see `done_series`
         self.affinity_spill = Counter("switchyard_gateway_prefix_affinity_spill",
@@ -120,7 +120,8 @@ class GatewayMetrics:
     def done_series(self, status_code: int, model: str, tenant_id: int | None, endpoint: str) -> DoneSeries:
         """The series one finished request counts in, looked up once per label set."""
         tenant = str(tenant_id or "")
-        series = DoneSeries(model, tenant, _count_of(self.child(self.requests, str(status_code), model, tenant, endpoint)),
+        series = DoneSeries(model, tenant,
+                            _count_of(self.child(self.requests, str(status_code), model, tenant, endpoint)),
                             HistogramObserver(self.child(self.latency, model, endpoint)))
         if len(self._done) >= MAX_CACHED_SERIES:
             self._done.clear()  # forgets the cache only; the series stay

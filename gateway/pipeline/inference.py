@@ -10,18 +10,35 @@ import dataclasses
 import random
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from gateway import errors
 from gateway.config.snapshot import KeyInfo, Pool, TenantInfo
 from gateway.limits.limiter import budget_name, over_budget
 from gateway.metering.recorder import RequestRecord
-from gateway.pipeline.asgi_io import ClientGone, JSON_HEADERS, header, read_body, request_ids
+from gateway.pipeline.asgi_io import JSON_HEADERS, ClientGone, header, read_body, request_ids
 from gateway.pipeline.auth import authenticate, current_tenant
 from gateway.pipeline.dedup import OPT_OUT_HEADER, cache_key, cacheable
-from gateway.pipeline.payload import (BATCH_PRIORITY, Work, parse_payload, prompt_sample, request_work, upstream_body,
-                                      wants_continuous_usage, wants_usage)
-from gateway.pipeline.proxy import (FALLBACK_BUDGET, ClientStream, UpstreamFailure, first_chunk, open_upstream,
-                                    relay_json, relay_stream, usage_of)
+from gateway.pipeline.payload import (
+    BATCH_PRIORITY,
+    Work,
+    parse_payload,
+    prompt_sample,
+    request_work,
+    upstream_body,
+    wants_continuous_usage,
+    wants_usage,
+)
+from gateway.pipeline.proxy import (
+    FALLBACK_BUDGET,
+    ClientStream,
+    UpstreamFailure,
+    first_chunk,
+    open_upstream,
+    relay_json,
+    relay_stream,
+    usage_of,
+)
 from gateway.pipeline.redaction import PREFIX_MARGIN, RedactionMode, redact_body, redact_prefix
 from gateway.pipeline.sse import SseRelay
 from gateway.routing.balancer import RouteHints
@@ -77,7 +94,7 @@ class InferenceHandler:
         except asyncio.CancelledError:
             if record.outcome != "cancelled":
                 raise  # the server is shutting down: still metered below
-            asyncio.current_task().uncancel()
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]  # we run in a task
         finally:
             watcher.disarm()
             self._finish(record, client)
@@ -199,7 +216,8 @@ class InferenceHandler:
         try:
             await self._queued(call, client, record, estimate, token_cap, budget)
         except UpstreamFailure:  # only a missed fallback budget gets here, before any byte went out
-            await self._serve_fallback(fallback, client, record, estimate, token_cap, "slow")
+            # type checkers: a budget, hence this failure, exists only with a fallback
+            await self._serve_fallback(fallback, client, record, estimate, token_cap, "slow")  # type: ignore[arg-type]
 
     async def _woken(self, call: Call, client: ClientStream, record: RequestRecord) -> Call:
         """Every pool of the model sleeps at zero: wake it and serve the request once it is up."""
@@ -252,7 +270,8 @@ class InferenceHandler:
 
         With a fallback `budget`, an engine that misses it raises its `UpstreamFailure` to `_serve`.
         """
-        state, tried, failure = self.state, set(), None
+        state, failure = self.state, None
+        tried: set[int] = set()
         for attempt in range(2):
             upstream = state.balancer.choose(call.pools, call.hints, tried)
             if upstream is None:
@@ -319,7 +338,8 @@ class InferenceHandler:
             original = call.parsed if call.parsed is not None else call.payload  # what the client asked for
             relay = SseRelay(strip_usage=not wants_usage(original), token_cap=token_cap,
                              strip_running_usage=token_cap is not None and not wants_continuous_usage(original),
-                             prompts=call.work.prompts, choices_per_prompt=call.payload.get("n") or 1)
+                             prompts=call.work.prompts,  # type: ignore[union-attr]  # admission set it
+                             choices_per_prompt=call.payload.get("n") or 1)
             await relay_stream(response, client, record, relay, idle, first)
             if relay.cut:
                 record.outcome = "rate_limited"
@@ -377,6 +397,9 @@ class DisconnectWatcher:
     """
 
     __slots__ = ("_receive", "_client", "_record", "_loop", "_timer", "_task", "_request", "_register")
+    _timer: asyncio.TimerHandle | None
+    _task: asyncio.Future | None
+    _request: Any  # the request's task, from arm() on
 
     def __init__(self, scope: dict, receive, client: ClientStream, record: RequestRecord, loop):
         self._receive, self._client, self._record, self._loop = receive, client, record, loop

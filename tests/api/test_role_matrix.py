@@ -135,7 +135,8 @@ ROWS = [
     ("deployment-routing", "PUT", lambda c, w, me: c.put(f"/api/v1/deployments/{w.dep.pk}/routing/",
                                                          {"routing_policy": "round_robin"}, format="json"), "status",
      (200, 200, 200, 403, 403, 403, 403)),
-    ("deployment-scaling-decisions", "GET", lambda c, w, me: c.get(f"/api/v1/deployments/{w.dep.pk}/scaling/decisions/"),
+    ("deployment-scaling-decisions", "GET",
+     lambda c, w, me: c.get(f"/api/v1/deployments/{w.dep.pk}/scaling/decisions/"),
      "status", (200, 200, 200, 200, 403, 200, 403)),
     ("deployment-scaling-samples", "GET", lambda c, w, me: c.get(f"/api/v1/deployments/{w.dep.pk}/scaling/samples/"),
      "status", (200, 200, 200, 200, 403, 200, 403)),
@@ -195,7 +196,8 @@ ROWS = [
     ("usage-breakdown", "GET", lambda c, w, me: c.get(f"{U}/breakdown"), "status", (200, 200, 200, 200, 403, 200, 403)),
     ("usage-costs", "GET", lambda c, w, me: c.get(f"{U}/costs"), "status", (200, 200, 200, 200, 403, 200, 403)),
     ("usage-budgets", "GET", lambda c, w, me: c.get(f"{U}/budgets"), "budget rows", (AB, A, A, A, 403, A, 403)),
-    ("gpu-price-list", "GET", lambda c, w, me: c.get(f"{U}/gpu-prices/"), "status", (200, 200, 200, 200, 403, 200, 403)),
+    ("gpu-price-list", "GET", lambda c, w, me: c.get(f"{U}/gpu-prices/"), "status",
+     (200, 200, 200, 200, 403, 200, 403)),
     ("gpu-price-list", "POST", lambda c, w, me: c.post(f"{U}/gpu-prices/", {"gpu_type": "H100", "hourly_usd": "2.5"},
                                                        format="json"), "status", (201,) + (403,) * 6),
     # the API's description is public
@@ -252,7 +254,7 @@ OUTCOMES = {
 
 def run_column(client, world, me) -> list:
     observed = []
-    for name, method, call, outcome, _ in ROWS:
+    for _name, _method, call, outcome, _ in ROWS:
         response = call(client, world, me)
         observed.append(OUTCOMES[outcome](response) if response.status_code == 200 else response.status_code)
     return observed

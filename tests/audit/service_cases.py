@@ -167,7 +167,8 @@ def _scaled(w):
 CASES = {
     "tenants.create_tenant": (lambda w: tenants.create_tenant(slug="new-one", name="New", actor=ACTOR),
                               ["tenant.create", "quota.create"]),
-    "tenants.update_tenant": (lambda w: tenants.update_tenant(w.tenant, name="Renamed", actor=ACTOR), ["tenant.update"]),
+    "tenants.update_tenant": (lambda w: tenants.update_tenant(w.tenant, name="Renamed", actor=ACTOR),
+                              ["tenant.update"]),
     "tenants.set_tenant_status": (lambda w: tenants.set_tenant_status(w.tenant, "suspended", actor=ACTOR),
                                   ["tenant.suspend"]),
     "tenants.delete_tenant": (lambda w: tenants.delete_tenant(w.tenant, actor=ACTOR), ["tenant.delete"]),

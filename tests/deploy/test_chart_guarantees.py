@@ -67,7 +67,8 @@ def test_with_an_existing_secret_migrations_run_before_install(rendered):
     job = named(rendered["production"], "Job", "switchyard-migrate")
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
     account = named(rendered["production"], "ServiceAccount", "switchyard-migrate")
-    assert account["metadata"]["annotations"]["helm.sh/hook-weight"] < job["metadata"]["annotations"]["helm.sh/hook-weight"]
+    weight = "helm.sh/hook-weight"
+    assert account["metadata"]["annotations"][weight] < job["metadata"]["annotations"][weight]
 
 
 def test_only_the_worker_gets_a_service_account_token(docs):

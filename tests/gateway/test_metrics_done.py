@@ -46,7 +46,8 @@ def test_observe_done_exposes_what_the_public_api_exposes(monkeypatch):
     fast, reference = GatewayMetrics(), GatewayMetrics()
     for _round in range(2):  # the second round hits the cached series
         for record, latency in _records():
-            monkeypatch.setattr(metrics_module.time, "monotonic", lambda: latency)  # record.started is 0
+            # record.started is 0
+            monkeypatch.setattr(metrics_module.time, "monotonic", lambda latency=latency: latency)
             fast.observe_done(record)
             _reference_observe_done(reference, record)
     assert _exposition(fast) == _exposition(reference)

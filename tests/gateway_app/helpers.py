@@ -20,6 +20,7 @@ from audit.services import record_event
 from tests.factories import SYSTEM
 from tests.processes import free_port, start_simulator
 
+
 @dataclass
 class SimulatorProcess:
     """A real `python -m simulator` engine in its own process group (tests/processes.py)."""
@@ -176,7 +177,7 @@ def make_model_version(name: str, **fields):
 
 def add_deployment(version, *, tenant, name: str, urls: list[str], **fields):
     """An active deployment with one ready instance per URL, committed and audited like the service does."""
-    from fleet.models import Deployment, Instance, BuiltinRuntime
+    from fleet.models import BuiltinRuntime, Deployment, Instance
     from fleet.states import InstanceState
 
     fields.setdefault("runtime_backend", BuiltinRuntime.SIMULATOR)

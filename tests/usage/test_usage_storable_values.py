@@ -103,7 +103,8 @@ def test_an_event_of_a_tenant_deleted_since_the_request_is_kept_without_tenant(t
 
 
 @pytest.mark.parametrize("value, stored", [
-    ("plain", "plain"), ("", ""), ("\x00", "\\u0000"), ("\ud83d\ude00", "\\ud83d\\ude00"),  # a split pair: two lone halves
+    ("plain", "plain"), ("", ""), ("\x00", "\\u0000"),
+    ("\ud83d\ude00", "\\ud83d\\ude00"),  # a split pair: two lone halves
     ("ü\x00\udc80", "ü\\u0000\\udc80"), ("😀", "😀")])
 def test_storable_text_escapes_only_what_no_database_takes(value, stored):
     assert storable_text(value) == stored

@@ -1,4 +1,5 @@
-"""manage.py create_api_key --tenant SLUG --scope inference [--scope admin] [--name N] [--user EMAIL] [--role R] [--expires-days D]"""
+"""manage.py create_api_key --tenant SLUG --scope inference [--scope admin] [--name N] [--user EMAIL] [--role R]
+[--expires-days D]"""
 from datetime import timedelta
 
 from django.core.exceptions import ValidationError
@@ -35,7 +36,8 @@ class Command(BaseCommand):
                                     expires_at=expires_at, actor=Actor.system("cli:create_api_key"))
         except ValidationError as exc:
             raise CommandError(_message(exc)) from None
-        self.stdout.write(f"key {minted.api_key.prefix}… for tenant {tenant} (scopes: {', '.join(minted.api_key.scopes)})")
+        scopes = ", ".join(minted.api_key.scopes)
+        self.stdout.write(f"key {minted.api_key.prefix}… for tenant {tenant} (scopes: {scopes})")
         self.stdout.write(f"API key (shown once, store it now): {minted.raw}")
 
     def _member(self, tenant, email):
