@@ -22,7 +22,7 @@ def in_grace(deployment_id: int, now: datetime | None = None) -> Rollout | None:
     """The latest promoted rollout whose old version is still kept warm."""
     latest = (Rollout.objects.filter(deployment_id=deployment_id, state=RolloutState.PROMOTED)
               .order_by("-promoted_at").first())
-    if latest is None or latest.previous_retired_at is not None:
+    if latest is None or latest.previous_retired_at is not None or latest.promoted_at is None:
         return None
     if latest.promoted_at + timedelta(seconds=latest.grace_seconds) <= (now or timezone.now()):
         return None
@@ -74,8 +74,8 @@ def figures(deployment, version_id: int, since: datetime, until: datetime | None
     # A request that failed on this version before its first byte and was answered by another engine.
     retried = UsageEvent.objects.filter(window, retried_instance_id__in=instances).count()
     errors = sum(1 for outcome in outcomes if outcome in ENGINE_ERRORS) + retried
-    ttfts = list(served.filter(outcome="ok", ttft_ms__isnull=False).order_by("-occurred_at")
-                 .values_list("ttft_ms", flat=True)[:MAX_TTFT_SAMPLES])
+    ttfts = [ms for ms in served.filter(outcome="ok", ttft_ms__isnull=False).order_by("-occurred_at")
+             .values_list("ttft_ms", flat=True)[:MAX_TTFT_SAMPLES] if ms is not None]
     return Figures(requests=len(outcomes) + retried, errors=errors, ttft_p95_ms=p95(ttfts))
 
 

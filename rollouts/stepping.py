@@ -108,7 +108,8 @@ def observe(rollout: Rollout, gates: Gates) -> Observation:
 
 
 def _grace_over(rollout: Rollout) -> bool:
-    return rollout.promoted_at + timedelta(seconds=rollout.grace_seconds) <= timezone.now()
+    promoted = rollout.promoted_at
+    return promoted is not None and promoted + timedelta(seconds=rollout.grace_seconds) <= timezone.now()
 
 
 def _figures_json(figures: Figures) -> dict:

@@ -43,7 +43,7 @@ from gateway.pipeline.redaction import PREFIX_MARGIN, RedactionMode, redact_body
 from gateway.pipeline.sse import SseRelay
 from gateway.routing.balancer import RouteHints
 from gateway.routing.fair_queue import QueueFull, QueueTimeout
-from gateway.routing.versions import SESSION_HEADER, pick_version, sticky_key, split_pool
+from gateway.routing.versions import SESSION_HEADER, pick_version, split_pool, sticky_key
 from gateway.server import DISCONNECT_EXTENSION
 
 MODEL_NAME_CHARS = 200  # usage.UsageEvent.model_name's length

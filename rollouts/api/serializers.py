@@ -7,8 +7,9 @@ MAX_GRACE_SECONDS = 30 * 24 * 3600
 
 
 class RolloutSerializer(serializers.ModelSerializer):
-    tenant = serializers.SlugRelatedField(source="deployment.tenant", slug_field="slug", read_only=True,
-                                          allow_null=True, help_text="Tenant slug; null for a shared pool.")
+    tenant: serializers.SlugRelatedField = serializers.SlugRelatedField(
+        source="deployment.tenant", slug_field="slug", read_only=True, allow_null=True,
+        help_text="Tenant slug; null for a shared pool.")
     deployment_name = serializers.CharField(source="deployment.name", read_only=True)
     from_version_label = serializers.CharField(source="from_version.version", read_only=True)
     to_version_label = serializers.CharField(source="to_version.version", read_only=True)
