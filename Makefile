@@ -4,13 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test deps engine browser helm scan-tools bench stop-trial clean-var
+.PHONY: run test lint lock deps engine browser helm scan-tools bench stop-trial clean-var
 
-$(STAMP): requirements.txt requirements-dev.txt
+# Installs come from the locks (every package pinned, transitive ones too); the requirements*.txt files
+# are where a dependency is added or bumped, then `make lock` re-compiles (docs/operations.md).
+$(STAMP): requirements-dev.lock
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q -r requirements-dev.lock
 	@touch $(STAMP)
 
 deps: $(STAMP)
@@ -45,12 +46,31 @@ helm:
 scan-tools:
 	@scripts/install_scan_tools.sh
 
-test: $(STAMP) engine browser helm scan-tools
+# ruff and mypy as pyproject.toml configures them (the product code; ruff covers tests/ too). mypy
+# without its cache: the Django plugin's view of settings can go stale in an incremental run.
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy --no-incremental
+
+test: $(STAMP) lint engine browser helm scan-tools
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Re-compile every lock from its input file (pip-tools, from the dev lock) after editing a requirements*.txt;
+# commit the locks with it (tests/test_locks.py checks that they agree). Pins already in a lock are kept:
+# LOCK_ARGS=--upgrade (or --upgrade-package NAME) moves them.
+PIP_COMPILE := $(VENV)/bin/pip-compile --quiet --generate-hashes --strip-extras --no-emit-index-url --no-emit-find-links \
+  $(LOCK_ARGS)
+lock: $(STAMP)
+	$(PIP_COMPILE) --allow-unsafe -o requirements-dev.lock requirements-dev.txt
+	$(PIP_COMPILE) --allow-unsafe -c requirements-dev.lock -o requirements.lock requirements.txt
+	$(PIP_COMPILE) --allow-unsafe -c requirements-dev.lock -o requirements-bench.lock requirements-bench.txt
+	$(PIP_COMPILE) --unsafe-package torchvision --unsafe-package torchaudio --unsafe-package torchcodec \
+	  -o requirements-engine.lock requirements-engine.txt
 
 # wrk (Debian's package) drives the gateway benchmark; without it bench/gateway.py falls back to
 # a pure-Python load generator (slower: compare only rows measured by the same generator).
 bench: $(STAMP)
+	$(PY) -m pip install -q -r requirements-bench.lock
 	@if ! command -v wrk >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q wrk; \
 	  else echo "NOTICE: wrk is missing (as root: apt-get install -y wrk); using the Python load generator"; fi; fi

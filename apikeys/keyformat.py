@@ -48,7 +48,10 @@ def is_well_formed(raw: str) -> bool:
 
 def display_prefix(raw: str) -> str:
     """The part of a key that may be shown, logged and audited (e.g. `sy_live_Ab3dEf9h`)."""
-    env, body = KEY_PATTERN.match(raw).group(1, 2)
+    match = KEY_PATTERN.match(raw)
+    if match is None:
+        raise ValueError("not an API key")
+    env, body = match.group(1, 2)
     return f"sy_{env}_{body[:PREFIX_BODY_CHARS]}"
 
 

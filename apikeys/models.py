@@ -17,7 +17,8 @@ class ApiKeyQuerySet(models.QuerySet):
 class ApiKey(models.Model):
     """A credential for the gateway and/or the admin API, bound to one tenant (or, for staff, none)."""
 
-    tenant = models.ForeignKey("tenants.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="api_keys")
+    tenant = models.ForeignKey("tenants.Tenant", null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="api_keys")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="api_keys",
         help_text="The person the key belongs to; empty for a service key.")
@@ -56,6 +57,6 @@ class ApiKey(models.Model):
         """What an audit row may show of a key: never the hash, never the secret."""
         return {
             "name": self.name, "prefix": self.prefix, "role": self.role, "scopes": list(self.scopes),
-            "user": self.user.get_username() if self.user_id else None,
+            "user": self.user.get_username() if self.user is not None else None,
             "expires_at": self.expires_at, "revoked_at": self.revoked_at,
         }

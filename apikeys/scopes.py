@@ -21,7 +21,7 @@ ADMIN_API_SCOPES = frozenset({Scope.ADMIN, Scope.AUDIT_READ})
 
 
 def permissions_for_scopes(scopes) -> frozenset[str]:
-    perms = frozenset()
+    perms: frozenset[str] = frozenset()
     for scope in scopes:
         perms |= SCOPE_PERMISSIONS.get(scope, frozenset())
     return perms

@@ -54,7 +54,8 @@ def _insert_key(**fields) -> MintedKey:
         raw = keyformat.generate_key()
         try:
             with transaction.atomic():
-                key = ApiKey.objects.create(prefix=keyformat.display_prefix(raw), key_hash=keyformat.hash_key(raw), **fields)
+                key = ApiKey.objects.create(prefix=keyformat.display_prefix(raw), key_hash=keyformat.hash_key(raw),
+                                            **fields)
             return MintedKey(api_key=key, raw=raw)
         except IntegrityError:
             continue
@@ -109,7 +110,8 @@ def rotate_api_key(api_key: ApiKey, *, grace_seconds: int | None = None, actor: 
         old.expires_at = min(old.expires_at, old_deadline) if old.expires_at else old_deadline
         old.save(update_fields=["expires_at"])
         record_event(actor=actor, action="api_key.rotate", tenant=old.tenant, target=old, before=before,
-                     after={**old.audit_view(), "successor": minted.api_key.prefix, "grace_seconds": int(grace.total_seconds())})
+                     after={**old.audit_view(), "successor": minted.api_key.prefix,
+                            "grace_seconds": int(grace.total_seconds())})
     return minted
 
 

@@ -1,9 +1,15 @@
 """Who did something: passed to every service as `actor=` and frozen into audit rows."""
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.db import models
 
 from controlplane.request_context import request_id_var, source_ip_var
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from apikeys.models import ApiKey
 
 
 class ActorType(models.TextChoices):
@@ -19,8 +25,8 @@ class Actor:
 
     type: str
     label: str
-    user: object | None = None
-    api_key: object | None = None
+    user: "User | None" = None
+    api_key: "ApiKey | None" = None
 
     @classmethod
     def system(cls, label: str = "system") -> "Actor":

@@ -9,6 +9,7 @@ import hmac
 import json
 import re
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from audit.chain import GENESIS_HASH, head_message, sign
 from audit.export import MANIFEST_ISSUE, manifest_digest, sign_manifest
@@ -31,12 +32,12 @@ class Anchor:
     source: str
 
 
-def _is_seq(value) -> bool:
+def _is_seq(value) -> TypeGuard[int]:
     # Within a 64-bit seq column: a larger number must be refused here, not by the database.
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 63
 
 
-def _is_hex(value) -> bool:
+def _is_hex(value) -> TypeGuard[str]:
     return isinstance(value, str) and HEX64.fullmatch(value) is not None
 
 
@@ -72,7 +73,7 @@ def manifest_name(manifest: dict) -> str:
     return f"manifest #{number} (issued {manifest.get('generated_at')})" if _is_seq(number) else "the manifest"
 
 
-def manifest_record_problem(manifest: dict, end_seq: int):
+def manifest_record_problem(manifest: dict, end_seq: int) -> tuple[int, str] | None:
     """(seq, reason) when the chain does not record this manifest's issue where it must be, else None.
 
     `issue_manifest` records the issue right after the head it names (head seq + 1), under the
@@ -125,7 +126,7 @@ def _witness_anchor(line: bytes, source: str) -> Anchor:
     return Anchor(seq, hash_, source)
 
 
-def first_anchor_problem(anchors, end_seq: int):
+def first_anchor_problem(anchors, end_seq: int) -> tuple[tuple[int, str] | None, int]:
     """((seq, reason) or None, anchors checked): the first anchor the chain ending at `end_seq` breaks."""
     checked = 0
     for batch in _batches(anchors, LOOKUP_BATCH):
@@ -139,7 +140,7 @@ def first_anchor_problem(anchors, end_seq: int):
     return None, checked
 
 
-def _anchor_problem(anchor: Anchor, found: str | None, end_seq: int):
+def _anchor_problem(anchor: Anchor, found: str | None, end_seq: int) -> tuple[int, str] | None:
     if found is None:
         return end_seq + 1, (f"the database was rolled back: {anchor.source} saw row {anchor.seq}, "
                              f"but the chain ends at row {end_seq}")

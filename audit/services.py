@@ -93,7 +93,7 @@ def issue_record(manifest: dict) -> dict:
 def latest_issued_manifest() -> dict:
     """The newest issue record in the chain ({} before the first manifest)."""
     event = AuditEvent.objects.filter(action=MANIFEST_ISSUE).order_by("-seq").only("after").first()
-    return event.after if event else {}
+    return event.after if event and event.after else {}
 
 
 def _target_type(target) -> str:

@@ -49,4 +49,4 @@ def _file_already_has(head: "witness.SignedHead") -> bool:
     from django.conf import settings
 
     last = witness.last_entry(settings.SWITCHYARD_AUDIT_WITNESS_FILE)
-    return bool(last) and last.get("seq") == head.seq and last.get("hash") == head.hash
+    return last is not None and last.get("seq") == head.seq and last.get("hash") == head.hash

@@ -8,8 +8,14 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from audit.anchors import (AnchorError, check_manifest_signature, first_anchor_problem, manifest_anchors,
-                           manifest_record_problem, witness_anchors)
+from audit.anchors import (
+    AnchorError,
+    check_manifest_signature,
+    first_anchor_problem,
+    manifest_anchors,
+    manifest_record_problem,
+    witness_anchors,
+)
 from audit.chain import GENESIS_HASH, chain_hash, head_message, row_document, sign
 from audit.export import JSON_COLUMNS, MANIFEST_ISSUE
 from audit.models import AuditChainHead, AuditEvent
@@ -43,13 +49,13 @@ def verify_trail(*, manifests=(), witness_files=None) -> Verdict:
     # was committed before the walk began, so a head appended meanwhile is not mistaken for a rollback.
     sizes = [(path, _size(path)) for path in witness_files]
     verdict = verify_chain()
-    if not verdict.ok:
+    if not verdict.ok or verdict.head_seq is None:  # a sound chain always names its head
         return verdict
-    return _check_anchors(verdict, manifests, manifest_points, sizes)
+    return _check_anchors(verdict, verdict.head_seq, manifests, manifest_points, sizes)
 
 
-def _check_anchors(verdict: Verdict, manifests, manifest_points, sizes) -> Verdict:
-    end, total = verdict.head_seq, 0
+def _check_anchors(verdict: Verdict, end: int, manifests, manifest_points, sizes) -> Verdict:
+    total = 0
     try:
         for anchors in [manifest_points] + [witness_anchors(path, size) for path, size in sizes]:
             problem, checked = first_anchor_problem(anchors, end)
@@ -183,7 +189,7 @@ def _file_sha256(path) -> str:
     return digest.hexdigest()
 
 
-def _read_rows(path, fmt: str):
+def _read_rows(path, fmt: str | None):
     with open(path, newline="", encoding="utf-8") as handle:
         if fmt == "jsonl":
             yield from (json.loads(line) for line in handle if line.strip())

@@ -9,6 +9,7 @@ slow disk or an unreachable witness.
 import json
 import os
 from dataclasses import dataclass
+from functools import partial
 
 import httpx
 from django.conf import settings
@@ -41,7 +42,7 @@ def witness_on_commit(head: SignedHead) -> None:
     """Queue one witness task per target once the caller's transaction commits (never if it rolls back)."""
     for target in targets():
         # robust: a broker that is down must not turn a committed admin write into an error.
-        transaction.on_commit(lambda target=target: _enqueue(head, target), robust=True)
+        transaction.on_commit(partial(_enqueue, head, target), robust=True)
 
 
 def _enqueue(head: SignedHead, target: str) -> None:
@@ -54,7 +55,7 @@ def send(head: SignedHead, target: str) -> None:
     """Deliver one head to one target; raises OSError / httpx.HTTPError so the task retries."""
     if target == "file":
         append_line(settings.SWITCHYARD_AUDIT_WITNESS_FILE, head.entry())
-    elif target == "url":
+    elif target == "url" and settings.SWITCHYARD_AUDIT_WITNESS_URL:
         response = httpx.post(settings.SWITCHYARD_AUDIT_WITNESS_URL, json=head.entry(),
                               timeout=settings.SWITCHYARD_AUDIT_WITNESS_TIMEOUT_SECONDS)
         response.raise_for_status()

@@ -33,11 +33,12 @@ def redis_problem(url: str) -> str | None:
 
 
 def clear_limit_counters(url: str) -> None:
-    """Forget counters of earlier runs (tenant ids restart at 1 in every throwaway database)."""
+    """Forget limit counters of earlier runs. Each throwaway database is an install of its own, so its
+    keys (`sy:<install id>:rl:…`) never meet an earlier run's; this only keeps db 13 small."""
     import redis
 
     client = redis.Redis.from_url(url)
-    for key in client.scan_iter(match="sy:rl:*", count=1000):
+    for key in client.scan_iter(match="sy:*:rl:*", count=1000):
         client.delete(key)
 
 
@@ -52,6 +53,7 @@ class Fleet:
     gateway: subprocess.Popen | None = None
     gateway_url: str = ""
     key: str = ""
+    metrics_urls: dict = field(default_factory=dict)  # gateway pid -> its /metrics listener's URL
 
     def env(self) -> dict:
         """The children's environment: this var dir's SQLite, the bench Redis database, quiet logs."""
@@ -96,13 +98,20 @@ class Fleet:
 
     def extra_gateway(self, *, policy: str | None = None, workers: int = 1) -> tuple[subprocess.Popen, str]:
         """Another gateway on the same rows (stopped with the other processes); waits until it serves."""
-        port = free_port()
+        port, metrics_port = free_port(), free_port()
         module = ["-m", "bench._gateway_proc", "--policy", policy] if policy else ["-m", "gateway"]
-        proc = self.procs.python(*module, "--port", str(port), "--workers", str(workers), env=self.env())
+        proc = self.procs.python(*module, "--port", str(port), "--workers", str(workers),
+                                 "--metrics-port", str(metrics_port), env=self.env())
         url = f"http://127.0.0.1:{port}"
+        self.metrics_urls[proc.pid] = f"http://127.0.0.1:{metrics_port}/metrics"
         _wait(f"{url}/v1/models", proc, headers={"authorization": f"Bearer {self.key}"},
               accept=lambda status, body: status == 200 and self.model.encode() in body)
         return proc, url
+
+    @property
+    def gateway_metrics_url(self) -> str:
+        """The started gateway's /metrics (on its own listener, not the public port)."""
+        return self.metrics_urls[self.gateway.pid]
 
     def stop_gateway(self) -> None:
         if self.gateway is not None:

@@ -4,8 +4,8 @@ Clients: `aiohttp`, `httpx`, or `lean` (the gateway's own, gateway/clients/engin
 
     python -m bench._mini_proxy --port 9000 --upstream http://127.0.0.1:8001 --client httpx
 
-A plain ASGI callable under the gateway's HTTP server (gateway/server/: uvloop, httptools): read the body, parse the JSON once,
-POST it upstream with one shared client, relay status and body. No auth, limits or metering:
+A plain ASGI callable under the gateway's HTTP server (gateway/server/: uvloop, httptools): read the body, parse
+the JSON once, POST it upstream with one shared client, relay status and body. No auth, limits or metering:
 it isolates the client library's cost, as in /work/shared/notes/gateway-hot-path.md.
 """
 from __future__ import annotations

@@ -35,7 +35,8 @@ def wait_http(url: str, *, timeout: float = 30.0, proc: subprocess.Popen | None 
     last = "no answer"
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{' '.join(map(str, proc.args))} exited with {proc.returncode}\n{output()}")
+            command = " ".join(map(str, proc.args))  # type: ignore[arg-type]  # always started from a list
+            raise RuntimeError(f"{command} exited with {proc.returncode}\n{output()}")
         try:
             with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=1) as response:
                 status, body = response.status, response.read()
@@ -77,7 +78,7 @@ class Processes:
         self._logs.append(log)
         proc = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
                                 stderr=log, start_new_session=True)
-        proc.stderr_log = log
+        proc.stderr_log = log  # type: ignore[attr-defined]  # travels with the handle, for stderr_tail
         self._started.append(proc)
         return proc
 

@@ -70,10 +70,11 @@ def embedded_env(var_dir: Path) -> dict:
     return {**env, "SWITCHYARD_VAR_DIR": str(var_dir), "PYTHONUNBUFFERED": "1"}
 
 
-def stack_env(var_dir: Path, console_port: int, gateway_port: int) -> dict:
-    """One isolated `make run`: its own var/ and ports, the simulator as its engine."""
+def stack_env(var_dir: Path, console_port: int, gateway_port: int, metrics_port: int = 0) -> dict:
+    """One isolated `make run`: its own var/ and ports (metrics: a free one unless given), the simulator engine."""
     return {**embedded_env(var_dir), "SWITCHYARD_CONSOLE_PORT": str(console_port),
-            "SWITCHYARD_GATEWAY_PORT": str(gateway_port), "SWITCHYARD_DEMO_RUNTIME": "simulator",
+            "SWITCHYARD_GATEWAY_PORT": str(gateway_port), "SWITCHYARD_GATEWAY_METRICS_PORT": str(metrics_port),
+            "SWITCHYARD_DEMO_RUNTIME": "simulator",
             "SWITCHYARD_ENGINE_PYTHON": str(var_dir / "no-engine")}  # never a real vLLM here, whatever happens
 
 
@@ -95,10 +96,10 @@ def stack_processes(var_dir: Path) -> dict[int, str]:
 class Stack:
     """One `make run` in `var_dir`; leaving the block kills whatever of it is still alive."""
 
-    def __init__(self, var_dir: Path, way: Way):
+    def __init__(self, var_dir: Path, way: Way, extra_env: dict | None = None):
         self.var_dir, self.way = var_dir, way
         self.log = var_dir / f"run-{time.monotonic_ns()}.out"
-        self.ports = [free_port(), free_port()]
+        self.ports = [free_port(), free_port(), free_port()]  # console, gateway, gateway metrics
         argv = [sys.executable, str(RUN_PY)]
         if way.via_make:  # a Makefile of ours with just the run recipe, so make's own signal handling is real
             makefile = var_dir / "Makefile"
@@ -106,8 +107,9 @@ class Stack:
             argv = ["make", "-s", "-f", str(makefile), "run"]
         preexec = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if way.sigint_ignored else None
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=stack_env(var_dir, *self.ports), stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec)
+            env = {**stack_env(var_dir, *self.ports), **(extra_env or {})}
+            self.proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True, preexec_fn=preexec)
 
     def __enter__(self) -> Stack:
         return self
@@ -155,7 +157,10 @@ class Stack:
         return int(Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()[0])
 
     def _engine_ports(self) -> list[int]:
-        return [int(port) for port in re.findall(r"engine +http://[^:\s]+:(\d+)", self.output())]
+        """The engine's port, and the private redis-server's (scripts/private_redis.py), as the summary prints them."""
+        output = self.output()
+        return [int(port) for port in re.findall(r"engine +http://[^:\s]+:(\d+)", output)
+                + re.findall(r"redis +private redis-server on [^:\s]+:(\d+)", output)]
 
     def _wait_gone(self, run_py: int) -> int | None:
         """make's (or run.py's) exit code, once run.py itself is gone too (make may die first)."""

@@ -84,7 +84,8 @@ def _top_up(marker, now: datetime) -> str:
     _vacuum()
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {MARKER} SET end_at = %s", [new_end])
-    return f"{reused}; topped up {extra:,} events for {(new_end - end) / HOUR:.0f} new hours in {time.monotonic() - began:.0f} s"
+    took = time.monotonic() - began
+    return f"{reused}; topped up {extra:,} events for {(new_end - end) / HOUR:.0f} new hours in {took:.0f} s"
 
 
 def _extend_instances(until: datetime) -> None:

@@ -93,7 +93,8 @@ async def _run_policy(policy: str, fleet: Fleet, engines: list[str], items) -> P
         stop.set()
         await sampler
         finals = [await _metrics(session, url) for url in engines]
-        gateway = await _metrics(session, fleet.gateway_url, prefix="switchyard_gateway_prefix_affinity_")
+        gateway = await _metrics(session, fleet.gateway_metrics_url, prefix="switchyard_gateway_prefix_affinity_",
+                                 path="")
     hits = sum(m.get("vllm:prefix_cache_hits_total", 0) for m in finals)
     queries = sum(m.get("vllm:prefix_cache_queries_total", 0) for m in finals)
     return PolicyResult(
@@ -159,9 +160,9 @@ async def _sample_outstanding(session, engines: list[str], samples: list, stop: 
             pass
 
 
-async def _metrics(session, url: str, prefix: str = "vllm:") -> dict[str, float]:
+async def _metrics(session, url: str, prefix: str = "vllm:", path: str = "/metrics") -> dict[str, float]:
     """Prometheus text → {metric name: value summed over its label sets}, for names starting with prefix."""
-    async with session.get(url + "/metrics") as response:
+    async with session.get(url + path) as response:
         text = await response.text()
     totals: dict[str, float] = {}
     for line in text.splitlines():

@@ -7,8 +7,15 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from fleet.permissions import can_manage_deployments
-from tenants.access import (Principal, effective_role, has_perm, holds_anywhere, principal_for, tenants_with,
-                            visible_tenants)
+from tenants.access import (
+    Principal,
+    effective_role,
+    has_perm,
+    holds_anywhere,
+    principal_for,
+    tenants_with,
+    visible_tenants,
+)
 from tenants.roles import READ_RULES, Perm, Resource, Role, outranks_or_equals
 
 # Operational pages (overview, tenants, keys) list tenants whose members the user may read: every role

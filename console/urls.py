@@ -1,8 +1,22 @@
 """Console routes (docs/console.md lists who may open each)."""
 from django.urls import path, re_path
 
-from console.views import (audit, auth, budgets, fleet, join, keys, members, overview, prices, quotas, registry, slow,
-                           tenants, usage)
+from console.views import (
+    audit,
+    auth,
+    budgets,
+    fleet,
+    join,
+    keys,
+    members,
+    overview,
+    prices,
+    quotas,
+    registry,
+    slow,
+    tenants,
+    usage,
+)
 from sso import views as sso_views
 
 app_name = "console"
@@ -19,7 +33,8 @@ urlpatterns = [
     path("tenants/", tenants.tenant_list, name="tenants"),
     path("tenants/new", tenants.tenant_create, name="tenant-create"),
     path("tenants/<slug:slug>/", tenants.tenant_detail, name="tenant"),
-    re_path(r"^tenants/(?P<slug>[a-z0-9-]+)/(?P<action>suspend|activate)$", tenants.tenant_status, name="tenant-status"),
+    re_path(r"^tenants/(?P<slug>[a-z0-9-]+)/(?P<action>suspend|activate)$", tenants.tenant_status,
+            name="tenant-status"),
     path("tenants/<slug:slug>/quota", tenants.quota_update, name="quota-update"),
     path("tenants/<slug:slug>/quotas/new", quotas.policy_create, name="quota-policy-create"),
     path("tenants/<slug:slug>/quotas/<int:policy_id>/", quotas.policy_edit, name="quota-policy"),

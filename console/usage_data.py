@@ -1,10 +1,9 @@
 """Usage and cost for the console, through the usage app's selectors (usage/selectors.py)."""
 from decimal import Decimal
 
+from console.timerange import TimeRange
 from usage import selectors
 from usage.models import Granularity
-
-from console.timerange import TimeRange
 
 COST_COLUMNS = ("tenant", "completions", "tokens", "gpu_hours", "cpu_core_hours", "usage_cost_usd", "idle_cost_usd",
                 "total_cost_usd", "cost_per_completion_usd", "total_cost_per_completion_usd", "cost_per_1k_tokens_usd",

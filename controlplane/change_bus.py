@@ -17,6 +17,8 @@ import time
 
 from django.conf import settings
 
+from controlplane.redis_keys import bus_names
+
 log = logging.getLogger(__name__)
 PUBLISH = """
 local seq = redis.call('INCR', KEYS[1])
@@ -32,16 +34,15 @@ _paused_until = 0.0
 
 def channels(install_id: str) -> tuple[str, str, str]:
     """(sequence key, changes channel, signals channel) of one install: installs sharing a Redis never mix."""
-    base = f"sy:{install_id}:bus"
-    return f"{base}:seq", f"{base}:changes", f"{base}:signals"
+    return bus_names(install_id)
 
 
 def publish_change(action: str, **fields) -> int | None:
     """Publish one change now; the message's sequence number, or None when Redis could not be reached."""
     from fleet.install import install_id
 
-    if time.monotonic() < _paused_until:
-        return None
+    if not settings.SWITCHYARD_GATEWAY_REDIS_URL or time.monotonic() < _paused_until:
+        return None  # no Redis configured: gateways (which then refuse inference) have no bus either
     seq_key, channel, _ = channels(install_id())
     try:
         return int(_client().eval(PUBLISH, 2, seq_key, channel, json.dumps({"action": action, **fields})))
@@ -55,7 +56,7 @@ def publish_signals(signals: dict[int, dict]) -> None:
     """Publish the engines' latest figures (instance id → waiting, running, KV usage) to every gateway."""
     from fleet.install import install_id
 
-    if time.monotonic() < _paused_until:
+    if not settings.SWITCHYARD_GATEWAY_REDIS_URL or time.monotonic() < _paused_until:
         return
     _, _, channel = channels(install_id())
     try:

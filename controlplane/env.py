@@ -8,12 +8,17 @@ import os
 import re
 import secrets
 from pathlib import Path
+from typing import overload
 
 
 class ImproperSetting(RuntimeError):
     """Raised when an environment variable holds a value we cannot use."""
 
 
+@overload
+def env_str(name: str, default: str) -> str: ...
+@overload
+def env_str(name: str, default: None = None) -> str | None: ...
 def env_str(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return default if value in (None, "") else value

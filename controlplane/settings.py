@@ -12,9 +12,19 @@ from whitenoise.compress import Compressor
 
 from controlplane.backends_setting import runtime_backends
 from controlplane.env import (
-    ImproperSetting, env_bool, env_choice, env_float, env_header, env_int, env_json_object, env_list, env_secret,
-    env_str, env_str_or_file,
+    ImproperSetting,
+    env_bool,
+    env_choice,
+    env_float,
+    env_header,
+    env_int,
+    env_json_object,
+    env_list,
+    env_secret,
+    env_str,
+    env_str_or_file,
 )
+from controlplane.redis_tls import broker_ssl_options
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -62,6 +72,7 @@ INSTALLED_APPS = [
     "models_registry",
     "usage",
     "fleet",
+    "rollouts",
     "sso",
     "console",
 ]
@@ -111,7 +122,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "switchyard.sqlite3",
+            "NAME": str(VAR_DIR / "switchyard.sqlite3"),
             # IMMEDIATE makes every atomic block take the write lock up front, so the audit
             # chain's read-last-then-append cannot interleave between processes. WAL lets the
             # console, gateway and worker read while one of them writes, and commits without
@@ -129,7 +140,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Redis: cache + Celery broker when REDIS_URL is set; otherwise no server needed. ---
 REDIS_URL = env_str_or_file("REDIS_URL")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Keys are `sy:<install id>:cache:…` (controlplane/redis_keys.py): installs sharing a Redis never mix.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_FUNCTION": "controlplane.redis_keys.cache_key"}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
@@ -313,7 +326,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_USE_SSL = broker_ssl_options(REDIS_URL)  # rediss://: verified like every other client
     CELERY_RESULT_BACKEND = None
+    # Its keys carry `sy:<install id>:celery:` (kombu's global_keyprefix), added per connection by
+    # controlplane/celery.py: the install id is in the database, which settings cannot read.
 else:
     _broker_dir = VAR_DIR / "celery-broker"
     for _sub in ("queue", "processed", "control"):
@@ -364,6 +380,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 5.0,
         "options": {"expires": 4},
     },
+    "rollouts-step-all": {
+        "task": "rollouts.step_all",
+        "schedule": 5.0,
+        "options": {"expires": 4},
+    },
     "usage-roll-up-recent": {
         "task": "usage.roll_up_recent",
         "schedule": 300.0,
@@ -380,6 +401,10 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 50},
     },
 }
+
+# --- Rollouts (docs/rollouts.md) ---
+# How long a rollout waits for the new version's engines to be ready before it is aborted.
+SWITCHYARD_ROLLOUT_START_DEADLINE_SECONDS = env_int("SWITCHYARD_ROLLOUT_START_DEADLINE_SECONDS", 1800, minimum=10)
 
 # --- Fleet (docs/fleet.md) ---
 # Runtime backends by name (docs/runtime-backends.md): each a class and the options its constructor takes.
@@ -426,7 +451,9 @@ SWITCHYARD_SIMULATOR_MEMORY_MB = env_int("SWITCHYARD_SIMULATOR_MEMORY_MB", 64, m
 SWITCHYARD_SIMULATOR_CPUS = env_int("SWITCHYARD_SIMULATOR_CPUS", 0, minimum=0)
 
 # --- Gateway (docs/gateway.md): the /v1 process, `python -m gateway`. ---
-SWITCHYARD_GATEWAY_REDIS_URL = env_str_or_file("SWITCHYARD_GATEWAY_REDIS_URL", REDIS_URL or "redis://127.0.0.1:6379/0")
+# No implicit server: without one the gateway refuses inference with a 503 (limits cannot be kept) and
+# says why on /healthz; `make run` starts a private redis-server and sets this (docs/gateway.md).
+SWITCHYARD_GATEWAY_REDIS_URL = env_str_or_file("SWITCHYARD_GATEWAY_REDIS_URL", REDIS_URL or "")
 SWITCHYARD_GATEWAY_MAX_BODY_BYTES = env_int("SWITCHYARD_GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1024)
 SWITCHYARD_GATEWAY_CONNECT_TIMEOUT = env_float("SWITCHYARD_GATEWAY_CONNECT_TIMEOUT", 2.0)
 SWITCHYARD_GATEWAY_FIRST_BYTE_TIMEOUT = env_float("SWITCHYARD_GATEWAY_FIRST_BYTE_TIMEOUT", 60.0)
@@ -445,7 +472,8 @@ SWITCHYARD_GATEWAY_USAGE_BATCH = env_int("SWITCHYARD_GATEWAY_USAGE_BATCH", 500, 
 # of the install; the dead letter holds the rare event the database refused (docs/usage-and-cost.md).
 SWITCHYARD_GATEWAY_USAGE_SPOOL_DIR = env_str("SWITCHYARD_GATEWAY_USAGE_SPOOL_DIR", str(VAR_DIR / "usage-spool"))
 SWITCHYARD_GATEWAY_USAGE_SPOOL_MAX_BYTES = env_int("SWITCHYARD_GATEWAY_USAGE_SPOOL_MAX_BYTES", 1024 ** 3, minimum=0)
-SWITCHYARD_GATEWAY_QUEUE_INFLIGHT_PER_INSTANCE = env_int("SWITCHYARD_GATEWAY_QUEUE_INFLIGHT_PER_INSTANCE", 64, minimum=1)
+SWITCHYARD_GATEWAY_QUEUE_INFLIGHT_PER_INSTANCE = env_int("SWITCHYARD_GATEWAY_QUEUE_INFLIGHT_PER_INSTANCE", 64,
+                                                         minimum=1)
 SWITCHYARD_GATEWAY_QUEUE_MAX = env_int("SWITCHYARD_GATEWAY_QUEUE_MAX", 1000, minimum=0)
 SWITCHYARD_GATEWAY_QUEUE_MAX_PER_TENANT = env_int("SWITCHYARD_GATEWAY_QUEUE_MAX_PER_TENANT", 100, minimum=0)
 SWITCHYARD_GATEWAY_QUEUE_MAX_WAIT = env_float("SWITCHYARD_GATEWAY_QUEUE_MAX_WAIT", 30.0)
@@ -456,8 +484,14 @@ SWITCHYARD_GATEWAY_DEDUP_TTL_SECONDS = env_float("SWITCHYARD_GATEWAY_DEDUP_TTL_S
 SWITCHYARD_GATEWAY_BODY_TIMEOUT = env_int("SWITCHYARD_GATEWAY_BODY_TIMEOUT", 30, minimum=1)
 SWITCHYARD_GATEWAY_BODY_MIN_RATE = env_int("SWITCHYARD_GATEWAY_BODY_MIN_RATE", 1024, minimum=0)
 SWITCHYARD_GATEWAY_BODY_DEADLINE = env_int("SWITCHYARD_GATEWAY_BODY_DEADLINE", 300, minimum=0)
+# The gateway's /metrics listens apart from /v1 (SWITCHYARD_GATEWAY_METRICS_HOST / _PORT, read by
+# `python -m gateway`); with a token set, a scrape must send it as `Authorization: Bearer <token>`.
+SWITCHYARD_METRICS_TOKEN = env_str_or_file("SWITCHYARD_METRICS_TOKEN", "")
+if SWITCHYARD_METRICS_TOKEN and len(SWITCHYARD_METRICS_TOKEN) < 16:
+    raise ImproperSetting("SWITCHYARD_METRICS_TOKEN must be at least 16 characters (or unset)")
 # The slow-requests page shows the start of each prompt, after redaction; 0 keeps no text at all.
-SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS = env_int("SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS", 500, minimum=0, maximum=10000)
+SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS = env_int("SWITCHYARD_GATEWAY_PROMPT_SAMPLE_CHARS", 500,
+                                                 minimum=0, maximum=10000)
 SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS = env_int("SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS", 24, minimum=1)
 
 # --- Usage and cost (docs/usage-and-cost.md) ---

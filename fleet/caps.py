@@ -60,3 +60,26 @@ def _check_tenant_quota(deployment, errors: dict) -> None:
 def _over(tenant, what: str, limit: int, source: str, used: int, left: int, this: str) -> str:
     return (f"Tenant {tenant.slug} may hold at most {limit} {what} ({source}); its other deployments may "
             f"already hold {used}, so this one can have at most {left} {this}.")
+
+
+def second_set_problem(deployment, extra: int) -> str | None:
+    """Why the tenant's quota has no room for `extra` more engines of this deployment (a rollout's new version,
+    run beside the old one until promotion), or None."""
+    if deployment.tenant_id is None:
+        return None
+    from quotas.selectors import capacity_quota
+
+    quota = capacity_quota(deployment.tenant)
+    active = list(Deployment.objects.filter(tenant=deployment.tenant, status=DeploymentStatus.ACTIVE))
+    instances = sum(d.max_replicas for d in active)
+    if instances + extra > quota.max_instances:
+        return (f"A rollout runs {extra} more engine(s) until it is promoted; tenant {deployment.tenant.slug} may "
+                f"hold at most {quota.max_instances} instances ({quota.instances_source}) and its deployments may "
+                f"already hold {instances}.")
+    gpus = sum(gpus_of(d.max_replicas, d) for d in active)
+    wanted = gpus_of(extra, deployment)
+    if gpus + wanted > quota.max_gpus:
+        return (f"A rollout needs {wanted} more GPU(s) until it is promoted; tenant {deployment.tenant.slug} may "
+                f"hold at most {quota.max_gpus} GPUs ({quota.gpus_source}) and its deployments may already hold "
+                f"{gpus}.")
+    return None

@@ -102,12 +102,12 @@ def observe(instance: Instance, client: httpx.Client) -> Observation:
 def act(instance: Instance, observation: Observation) -> str:
     """Record one observation and move the instance on accordingly."""
     backend = get_backend(instance.deployment.runtime_backend)
-    if not observation.alive:
+    result = observation.probe
+    if not observation.alive or result is None:  # only a dead engine goes unprobed
         if instance.state == S.DRAINING:
             return "draining"  # the drain task stops it and records the stop
         fail_instance(instance.pk, "engine process exited")
         return "died"
-    result = observation.probe
     record_probe(instance.pk, ok=result.ok, error=result.error, metrics=result.metrics)
     if instance.state == S.STARTING:
         return _check_starting(instance, backend, result)
@@ -126,7 +126,7 @@ def _check_starting(instance: Instance, backend, result: Probe) -> str:
         try_transition(instance.pk, S.READY)
         return "ready"
     deadline = backend.start_deadline_seconds
-    if timezone.now() - instance.starting_at > timedelta(seconds=deadline):
+    if instance.starting_at is not None and timezone.now() - instance.starting_at > timedelta(seconds=deadline):
         fail_instance(instance.pk, f"not healthy within the {deadline:.0f} s start-up deadline")
         return "start-timeout"
     return "starting"

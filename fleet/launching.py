@@ -35,7 +35,7 @@ def claim(deployment_id: int, instance_id: int) -> tuple[Instance, str] | None:
         return None
     stale = timezone.now() - CLAIM_TTL
     instance = (Instance.objects.select_for_update(of=("self",))
-                .select_related("deployment__model_version__model", "deployment__tenant")
+                .select_related("deployment__model_version__model", "deployment__tenant", "model_version__model")
                 .filter(Q(launch_claimed_at__isnull=True) | Q(launch_claimed_at__lt=stale),
                         pk=instance_id, deployment_id=deployment_id, state=S.PENDING).first())
     if instance is None:
@@ -62,7 +62,7 @@ def record(instance: Instance, token: str, launched, backend) -> bool:
     with transaction.atomic():
         current = Instance.objects.select_for_update(of=("self",)).filter(pk=instance.pk).first()
         ours = current is not None and current.launch_claim == token
-        if ours and current.state == S.PENDING:
+        if ours and current is not None and current.state == S.PENDING:
             return try_transition(instance.pk, S.STARTING, pending_reason="", launch_claim="",
                                   launch_claimed_at=None, **where) is not None
         if ours:  # drained while it started: the drain stops it once it knows where it runs

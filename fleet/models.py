@@ -109,6 +109,16 @@ class Deployment(models.Model):
         """Instances to keep running: serving plus warm."""
         return self.serving_target + self.warm_target
 
+    def rollout_in_progress(self) -> bool:
+        """A rollout of this deployment is pending, ramping or paused (the autoscaler never scales down then)."""
+        from django.apps import apps
+
+        if not apps.is_installed("rollouts"):
+            return False
+        from rollouts.models import ACTIVE_STATES
+
+        return self.rollouts.filter(state__in=ACTIVE_STATES).exists()
+
 
 class ScalingPolicy(models.Model):
     """How a deployment follows demand (docs/autoscaling.md); absent or disabled: it stays at min_replicas."""
@@ -176,7 +186,8 @@ class WarmSpan(models.Model):
 
     instance = models.ForeignKey("Instance", on_delete=models.CASCADE, related_name="warm_spans")
     started_at = models.DateTimeField()
-    ended_at = models.DateTimeField(null=True, blank=True, help_text="Promoted then; empty: still warm (or until stopped).")
+    ended_at = models.DateTimeField(null=True, blank=True,
+                                    help_text="Promoted then; empty: still warm (or until stopped).")
 
     class Meta:
         ordering = ["instance", "started_at"]
@@ -200,6 +211,9 @@ class Instance(models.Model):
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="instances")
     state = models.CharField(max_length=16, choices=InstanceState.choices, default=InstanceState.PENDING)
     role = models.CharField(max_length=8, choices=InstanceRole.choices, default=InstanceRole.SERVING)
+    model_version = models.ForeignKey(
+        "models_registry.ModelVersion", on_delete=models.PROTECT, null=True, blank=True, related_name="instances",
+        help_text="The version this engine runs; empty: the deployment's (rows made before rollouts existed).")
     endpoint_url = models.CharField(max_length=300, blank=True, default="")
     port = models.PositiveIntegerField(null=True, blank=True)
     runtime_handle = models.JSONField(default=dict, blank=True, help_text="pid/pgid for local processes.")
@@ -224,7 +238,8 @@ class Instance(models.Model):
     pending_reason = models.CharField(max_length=300, blank=True, default="",
                                       help_text="Why a pending instance has not started yet (e.g. host capacity).")
     launch_claim = models.CharField(max_length=32, blank=True, default="",
-                                    help_text="The worker launching this pending instance (no row lock is held meanwhile).")
+                                    help_text="The worker launching this pending instance "
+                                              "(no row lock is held meanwhile).")
     launch_claimed_at = models.DateTimeField(null=True, blank=True)
     log_tail = models.TextField(blank=True, default="")
 
@@ -238,6 +253,15 @@ class Instance(models.Model):
     @property
     def name(self) -> str:
         return f"instance-{self.pk}"
+
+    @property
+    def version(self):
+        """The model version this engine runs (its own, else its deployment's)."""
+        return self.model_version if self.model_version_id else self.deployment.model_version
+
+    @property
+    def version_id(self) -> int:
+        return self.model_version_id or self.deployment.model_version_id
 
 
 class Lease(models.Model):

@@ -15,10 +15,11 @@ import logging
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from audit.services import record_event
-from fleet import backoff, launching, roles
+from fleet import backoff, launching, roles, versions
 from fleet.models import Deployment, DeploymentStatus, Instance, InstanceRole
 from fleet.runtime import backend_names, get_backend
 from fleet.runtime.base import NoCapacity
@@ -56,11 +57,23 @@ def _plan(deployment_id: int) -> dict | None:
     # Locked in pk order before any audit write: a transaction that holds the audit chain head and
     # then waits for an instance row deadlocks with a health check holding that row.
     live = list(deployment.instances.select_for_update(of=("self",)).filter(state__in=LIVE_STATES).order_by("pk"))
+    targets = versions.targets_for(deployment)
+    counts = {"created": 0, "drained": 0, "promoted": 0, "demoted": 0}
+    for version_id in sorted(targets.keys() | {i.version_id for i in live}):
+        target = targets.get(version_id, versions.VersionTarget(0, 0))
+        group = [i for i in live if i.version_id == version_id]
+        for name, count in _plan_version(deployment, version_id, group, target).items():
+            counts[name] += count
+    return counts
+
+
+def _plan_version(deployment: Deployment, version_id: int, live: list[Instance], target) -> dict:
+    """Roles, drains and new instances for one version's live instances."""
     # A failed engine still being reaped keeps its slot: its replacement waits for the clean-up,
     # so the host never runs both, and then inherits the failed one's back-off.
-    reaping = deployment.instances.filter(state=S.FAILED, released_at__isnull=True).count()
-    plan = roles.plan_roles([roles.Live(i.pk, i.state, i.role) for i in live], deployment.serving_target,
-                            deployment.warm_target, slots_held=reaping)
+    reaping = _failed(deployment, version_id).filter(released_at__isnull=True).count()
+    plan = roles.plan_roles([roles.Live(i.pk, i.state, i.role) for i in live], target.serving, target.warm,
+                            slots_held=reaping)
     by_pk = {i.pk: i for i in live}
     for pk in plan.promote:
         set_role(pk, InstanceRole.SERVING)
@@ -68,18 +81,26 @@ def _plan(deployment_id: int) -> dict | None:
         set_role(pk, InstanceRole.WARM)
     for pk in plan.drain:
         _scale_down(by_pk[pk])
-    created = [_create_instance(deployment, InstanceRole.SERVING) for _ in range(plan.create_serving)]
-    created += [_create_instance(deployment, InstanceRole.WARM) for _ in range(plan.create_warm)]
+    created = [_create_instance(deployment, version_id, InstanceRole.SERVING) for _ in range(plan.create_serving)]
+    created += [_create_instance(deployment, version_id, InstanceRole.WARM) for _ in range(plan.create_warm)]
     return {"created": len(created), "drained": len(plan.drain), "promoted": len(plan.promote),
             "demoted": len(plan.demote)}
 
 
-def _create_instance(deployment: Deployment, role: str) -> Instance:
-    """A pending instance; if it replaces a failed one it inherits the back-off chain."""
-    failed = (deployment.instances.filter(state=S.FAILED, released_at__isnull=False, replacement__isnull=True)
+def _failed(deployment: Deployment, version_id: int):
+    """The deployment's failed instances of this version (rows without a version run the deployment's)."""
+    same = Q(model_version_id=version_id)
+    if version_id == deployment.model_version_id:
+        same |= Q(model_version__isnull=True)
+    return deployment.instances.filter(same, state=S.FAILED)
+
+
+def _create_instance(deployment: Deployment, version_id: int, role: str) -> Instance:
+    """A pending instance of a version; if it replaces a failed one it inherits the back-off chain."""
+    failed = (_failed(deployment, version_id).filter(released_at__isnull=False, replacement__isnull=True)
               .order_by("failed_at").first())
-    instance = Instance(deployment=deployment, role=role)
-    if failed is not None:
+    instance = Instance(deployment=deployment, role=role, model_version_id=version_id)
+    if failed is not None and failed.failed_at is not None:  # a failed instance always has failed_at
         ready_for = failed.failed_at - failed.ready_at if failed.ready_at else None
         instance.replaces = failed
         instance.restart_count = backoff.next_restart_count(failed.restart_count, ready_for)
@@ -88,7 +109,8 @@ def _create_instance(deployment: Deployment, role: str) -> Instance:
     if role == InstanceRole.WARM:
         track_warm_time(instance)
     record_event(actor=FLEET, action="fleet.instance.create", tenant=deployment.tenant, target=instance,
-                 after={"deployment": deployment.pk, "role": role, "restart_count": instance.restart_count,
+                 after={"deployment": deployment.pk, "role": role, "model_version": version_id,
+                        "restart_count": instance.restart_count,
                         "next_start_after": instance.next_start_after})
     return instance
 

@@ -12,7 +12,7 @@ from fleet.models import InstanceRole
 from fleet.states import InstanceState
 
 S = InstanceState
-USEFULNESS = {S.READY: 0, S.STARTING: 1, S.PENDING: 2}  # lower is more useful
+USEFULNESS: dict[str, int] = {S.READY: 0, S.STARTING: 1, S.PENDING: 2}  # lower is more useful
 
 
 @dataclass(frozen=True)

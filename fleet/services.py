@@ -126,7 +126,8 @@ def _lock_tenant(tenant) -> None:
 
 
 def _locked(pk: int) -> Deployment:
-    return Deployment.objects.select_for_update(of=("self",)).select_related("tenant", "model_version__model").get(pk=pk)
+    return (Deployment.objects.select_for_update(of=("self",)).select_related("tenant", "model_version__model")
+            .get(pk=pk))
 
 
 SCALING_FIELDS = ("enabled", "queue_per_instance", "kv_cache_usage", "ttft_p95_slo_ms", "up_window_seconds",

@@ -28,8 +28,8 @@ LIVE_STATES = frozenset({S.PENDING, S.STARTING, S.READY})
 RUNNING_STATES = frozenset({S.STARTING, S.READY, S.DRAINING})
 TERMINAL_STATES = frozenset({S.STOPPED, S.FAILED})
 # The timestamp field set on entering each state.
-STATE_TIMESTAMP = {S.STARTING: "starting_at", S.READY: "ready_at", S.DRAINING: "draining_at",
-                   S.STOPPED: "stopped_at", S.FAILED: "failed_at"}
+STATE_TIMESTAMP: dict[str, str] = {S.STARTING: "starting_at", S.READY: "ready_at", S.DRAINING: "draining_at",
+                                   S.STOPPED: "stopped_at", S.FAILED: "failed_at"}
 
 
 class InvalidTransition(Exception):

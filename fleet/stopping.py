@@ -4,8 +4,8 @@ from django.utils import timezone
 
 from fleet import launching
 from fleet.health import new_client, probe
-from fleet.reconcile import wake_capacity_waiters
 from fleet.models import Instance
+from fleet.reconcile import wake_capacity_waiters
 from fleet.runtime import get_backend
 from fleet.states import InstanceState
 from fleet.transitions import release_instance, try_transition

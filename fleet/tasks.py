@@ -1,7 +1,8 @@
 """Fleet tasks: thin wrappers (ids in, small dicts out); the logic lives in reconcile, health and stopping."""
 from celery import shared_task
 
-from fleet import health, reconcile as reconciling, stopping
+from fleet import health, stopping
+from fleet import reconcile as reconciling
 
 DRAIN_POLL_SECONDS = 2
 

@@ -29,7 +29,8 @@ def _check_version(deployment, errors: dict) -> None:
     from models_registry.models import VersionStatus
 
     if deployment.model_version.status != VersionStatus.PUBLISHED:
-        errors["model_version"] = f"Only published versions can be deployed (this one is {deployment.model_version.status})."
+        status = deployment.model_version.status
+        errors["model_version"] = f"Only published versions can be deployed (this one is {status})."
 
 
 def _check_replicas(deployment, errors: dict) -> None:
@@ -68,6 +69,24 @@ def _check_runtime(deployment, errors: dict) -> None:
 
 def simulator_params_problem(params: dict) -> str | None:
     """Why `params` are not valid flags of `python -m simulator`, or None."""
+    from fleet.runtime.simulator import VERSIONS_KEY
+
+    per_version = params.get(VERSIONS_KEY)
+    if per_version is not None:
+        if not isinstance(per_version, dict) or not all(isinstance(v, dict) for v in per_version.values()):
+            return f"{VERSIONS_KEY} must map version labels to simulator parameters."
+        for label, overrides in per_version.items():
+            problem = _flags_problem({**_without(params, VERSIONS_KEY), **overrides})
+            if problem:
+                return f"{VERSIONS_KEY}[{label!r}]: {problem}"
+    return _flags_problem(_without(params, VERSIONS_KEY))
+
+
+def _without(params: dict, key: str) -> dict:
+    return {k: v for k, v in params.items() if k != key}
+
+
+def _flags_problem(params: dict) -> str | None:
     from simulator.config import SimulatorConfig
 
     allowed = {f.name: type(f.default) for f in fields(SimulatorConfig)}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -10,9 +11,11 @@ import sys
 import tempfile
 import time
 
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's multiprocess mode (gateway.metering.metrics)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    from controlplane.env import env_int
+    from controlplane.env import env_int, env_str
 
     parser = argparse.ArgumentParser(prog="python -m gateway", description="Switchyard's OpenAI-compatible gateway.")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: %(default)s)")
@@ -20,8 +23,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=env_int("SWITCHYARD_GATEWAY_WORKERS", 1, minimum=1, maximum=64),
                         help="worker processes sharing the port (default: SWITCHYARD_GATEWAY_WORKERS or 1; "
                              "one per core is the usual choice)")
+    parser.add_argument("--metrics-host", default=env_str("SWITCHYARD_GATEWAY_METRICS_HOST", "127.0.0.1"),
+                        help="interface of the /metrics listener (default: SWITCHYARD_GATEWAY_METRICS_HOST or "
+                             "127.0.0.1, this host only)")
+    parser.add_argument("--metrics-port", type=int,
+                        default=env_int("SWITCHYARD_GATEWAY_METRICS_PORT", 9101, minimum=0, maximum=65535),
+                        help="port of the /metrics listener (default: SWITCHYARD_GATEWAY_METRICS_PORT or 9101; "
+                             "0 picks a free one, logged at start)")
     parser.add_argument("--log-level", default="warning", help="log level of the HTTP server (default: %(default)s)")
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # set for workers
+    parser.add_argument("--metrics-fd", type=int, help=argparse.SUPPRESS)  # the supervisor's metrics socket
     return parser
 
 
@@ -29,6 +40,10 @@ def main(argv=None) -> None:
     args = build_parser().parse_args(argv)
     if args.workers < 1:
         raise SystemExit("--workers must be at least 1")
+    if not args.reuse_port:
+        # Multiprocess mode is the supervisor's to set up, in a directory of its own: a directory
+        # inherited from elsewhere (another install's) would mix its counts into ours.
+        os.environ.pop(MULTIPROC_ENV, None)
     if args.workers > 1:
         raise SystemExit(supervise(args))
     serve(args)
@@ -48,14 +63,49 @@ def serve(args) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     django.setup()
     from gateway.app import build_app
-    from gateway.server.connection_share import ConnectionShare
     from gateway.server import HttpServer
+    from gateway.server.connection_share import ConnectionShare
 
     logging.getLogger("gateway.server").setLevel(args.log_level.upper())
     share = ConnectionShare.from_env() if args.reuse_port else None
+    metrics_socket = socket.socket(fileno=args.metrics_fd) if args.metrics_fd is not None else \
+        metrics_listener_socket(args.metrics_host, args.metrics_port)
+    app = build_app()
     # The backlog absorbs bursts of new connections.
-    server = HttpServer(build_app(), host=args.host, port=args.port, backlog=4096, share=share, **body_limits())
+    server = HttpServer(app, host=args.host, port=args.port, backlog=4096, share=share, **body_limits())
+    server.add_companion(metrics_server(app), [metrics_socket])
+    if args.metrics_fd is None:
+        host, port = metrics_socket.getsockname()[:2]
+        print(f"gateway metrics on http://{host}:{port}/metrics", file=sys.stderr, flush=True)
     server.run(sockets=[_reuse_port_socket(args.host, args.port, 4096)] if args.reuse_port else None)
+
+
+def metrics_server(app):
+    """The /metrics listener's server, for `HttpServer.add_companion` (its app: gateway.metering.exposition)."""
+    from django.conf import settings
+
+    from gateway.metering.exposition import MetricsEndpoint
+    from gateway.server import HttpServer
+
+    return HttpServer(MetricsEndpoint(app.render_metrics, settings.SWITCHYARD_METRICS_TOKEN), lifespan=False,
+                      install_signals=False, graceful_timeout=5.0)
+
+
+def metrics_listener_socket(host: str, port: int) -> socket.socket:
+    """The /metrics listener's socket, bound once: a port another program (another install) holds stops
+    the start with its number, and with `--workers` the workers share this one socket."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not SO_REUSEPORT: the port must be ours alone
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise SystemExit(f"gateway: cannot listen for /metrics on {host}:{port} ({error.strerror}); "
+                         f"choose another port with --metrics-port or SWITCHYARD_GATEWAY_METRICS_PORT") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
 
 
 def body_limits() -> dict:
@@ -87,23 +137,38 @@ def supervise(args) -> int:
     Every worker is a whole gateway (snapshot, key cache, engine connections, usage writer);
     limits and budgets stay exact across them because they are counted in Redis.
     """
+    from prometheus_client.multiprocess import mark_process_dead
+
     from gateway.server.connection_share import ENV, create_table
 
+    metrics_socket = metrics_listener_socket(args.metrics_host, args.metrics_port)
     argv = [sys.executable, "-m", "gateway", "--host", args.host, "--port", str(args.port), "--workers", "1",
-            "--log-level", args.log_level, "--reuse-port"]
+            "--log-level", args.log_level, "--reuse-port", "--metrics-fd", str(metrics_socket.fileno())]
     table = tempfile.NamedTemporaryFile(prefix="switchyard-gateway-", suffix=".connections", delete=False).name
     create_table(table, args.workers)
+    # This start's own, new (so empty) directory for the workers' metric files (mode 0700): never
+    # another install's, nor an earlier start's, whose counts would be merged into ours.
+    metrics_dir = tempfile.mkdtemp(prefix="switchyard-gateway-metrics-")
+    host, port = metrics_socket.getsockname()[:2]
+    print(f"gateway metrics on http://{host}:{port}/metrics", file=sys.stderr, flush=True)
 
     def start(index: int) -> subprocess.Popen:
-        return subprocess.Popen(argv, env={**os.environ, ENV: f"{table}:{index}:{args.workers}"})
+        env = {**os.environ, ENV: f"{table}:{index}:{args.workers}", MULTIPROC_ENV: metrics_dir}
+        return subprocess.Popen(argv, env=env, pass_fds=[metrics_socket.fileno()])
+
+    def exited(worker: subprocess.Popen) -> None:
+        # Its live gauges (in flight, buffered) no longer count; its counters stay in the sums.
+        mark_process_dead(worker.pid, metrics_dir)
 
     try:
-        return _run_workers(args.workers, start)
+        return _run_workers(args.workers, start, exited)
     finally:
         os.unlink(table)
+        metrics_socket.close()
+        shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
-def _run_workers(count: int, start) -> int:
+def _run_workers(count: int, start, exited=lambda worker: None) -> int:
     stopping = False
 
     def stop(signum, frame):
@@ -119,6 +184,7 @@ def _run_workers(count: int, start) -> int:
         for index, worker in enumerate(workers):
             if worker.poll() is None or stopping:
                 continue
+            exited(worker)
             delay = RESTART_BACKOFF_SECONDS[min(restarts[index], len(RESTART_BACKOFF_SECONDS) - 1)]
             print(f"gateway worker {worker.pid} exited with {worker.returncode}; restarting in {delay} s",
                   file=sys.stderr, flush=True)

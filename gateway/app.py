@@ -14,16 +14,15 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST
-
+from controlplane import redis_keys
 from gateway import errors
 from gateway.clients.database import DatabaseThreads, database_unavailable
 from gateway.clients.engine import UpstreamClient
 from gateway.clients.pipelined_redis import PipelinedRedis
-from gateway.config.key_cache import KeyCache
 from gateway.config.change_bus import ChangeBus
+from gateway.config.key_cache import KeyCache
 from gateway.config.refresher import SnapshotRefresher, load_current
 from gateway.config.settings import GatewayConfig
 from gateway.config.snapshot import Snapshot
@@ -50,9 +49,9 @@ ROUTES = {
     "/v1/completions": "POST",
     "/v1/models": "GET",
     "/v1/feedback": "POST",
-    "/metrics": "GET",
     "/healthz": "GET",
-}
+}  # /metrics is served on a listener of its own (gateway.metering.exposition), never here
+GAUGE_REFRESH_SECONDS = 1.0  # how stale another `--workers` worker's live gauges may be in a scrape
 
 
 @dataclass
@@ -67,7 +66,7 @@ class GatewayState:
     recorder: UsageRecorder
     upstream: UpstreamClient
     timeouts: Timeouts
-    redis: object
+    redis: Any  # gateway.clients.pipelined_redis.PipelinedRedis, or a redis-py client
     db: DatabaseThreads
     queues: PoolQueues
     dedup: DedupCache
@@ -84,10 +83,10 @@ class GatewayApp:
         self.config = config
         self.metrics = GatewayMetrics()
         self._usage_writer = usage_writer
-        self.state: GatewayState | None = None
+        self.state: GatewayState = None  # type: ignore[assignment]  # set by the lifespan start-up, before any request
         self.refresher: SnapshotRefresher | None = None
         self.bus: ChangeBus | None = None
-        self._inference: InferenceHandler | None = None
+        self._inference: InferenceHandler = None  # type: ignore[assignment]  # likewise
         self._tasks: list[asyncio.Task] = []
 
     async def __call__(self, scope, receive, send) -> None:
@@ -113,8 +112,6 @@ class GatewayApp:
             return await self._models(scope, send, ids)
         if path == "/v1/feedback":
             return await handle_feedback(self.state, scope, receive, send)
-        if path == "/metrics":
-            return await self._metrics(send, ids)
         await self._healthz(send, ids)
 
     async def _models(self, scope, send, ids: list) -> None:
@@ -130,20 +127,39 @@ class GatewayApp:
         body = json.dumps({"object": "list", "data": data}).encode()
         await send_response(send, 200, body, [*JSON_HEADERS, *ids])
 
-    async def _metrics(self, send, ids: list) -> None:
-        self.state.recorder.export_gauges()
-        await send_response(send, 200, self.metrics.render(),
-                            [(b"content-type", CONTENT_TYPE_LATEST.encode()), *ids])
+    def render_metrics(self) -> bytes:
+        """The metrics listener's body: the live gauges brought up to date, then every series."""
+        if self.state is not None:
+            self.state.recorder.export_gauges()
+        return self.metrics.render()
+
+    async def _refresh_gauges(self) -> None:
+        """With `--workers`, a scrape reads the other workers' gauges from their files: keep them fresh."""
+        while True:
+            await asyncio.sleep(GAUGE_REFRESH_SECONDS)
+            self.state.recorder.export_gauges()
+            self.metrics.refresh_gauges()
 
     async def _healthz(self, send, ids: list) -> None:
         age = time.monotonic() - self.state.snapshot.loaded_at
         state = self.state
-        body = json.dumps({"status": "ok", "snapshot_age_seconds": round(age, 3), "worker_pid": os.getpid(),
+        redis = self._redis_health()
+        body = json.dumps({"status": "ok" if redis["configured"] else "unavailable",
+                           "snapshot_age_seconds": round(age, 3), "worker_pid": os.getpid(),
                            # False after a start-up without the database, until it returns.
                            "snapshot_loaded": state.snapshot.version != (),
                            "usage_database_away": state.recorder.database_away,
-                           "change_bus": self._bus_health()}).encode()
-        await send_response(send, 200, body, [*JSON_HEADERS, *ids])
+                           "redis": redis, "change_bus": self._bus_health()}).encode()
+        # Without a Redis every inference request is refused: not ready for traffic.
+        await send_response(send, 200 if redis["configured"] else 503, body, [*JSON_HEADERS, *ids])
+
+    def _redis_health(self) -> dict:
+        """Whether there is a Redis at all, and whether its keys are scoped (the install id is known)."""
+        if not self.config.redis_url:
+            return {"configured": False, "scoped": False, "problem": (
+                "no Redis configured (SWITCHYARD_GATEWAY_REDIS_URL or REDIS_URL): inference requests are refused "
+                "with 503 redis_not_configured, because limits and budgets cannot be kept")}
+        return {"configured": True, "scoped": self.state.limiter.scoped, "problem": None}
 
     def _bus_health(self) -> dict:
         """Whether changes arrive on the bus (else the refresher polls), and how many full reloads happened."""
@@ -173,6 +189,8 @@ class GatewayApp:
         self.state = state = self._build_state()
         self.refresher = SnapshotRefresher(state, self.config.refresh_seconds, self.config.backstop_seconds)
         state.refresh_now = self.refresher.refresh_now
+        # The first snapshot brings the install id: the Redis keys are scoped before any request sees it.
+        self.refresher.before_install = self._scope_redis
         try:
             self.refresher.install(await load_current(state.db, self.config.default_user_rpm))
             await state.limiter.refresh_floors(state.db)  # budgets survive a Redis that lost them (docs/limits.md)
@@ -187,8 +205,10 @@ class GatewayApp:
         self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),
                        asyncio.create_task(state.recorder.run(), name="gateway-usage-writer"),
                        asyncio.create_task(state.limiter.maintain(state.db), name="gateway-limits-upkeep")]
-        if self.config.change_bus:
+        if self.config.change_bus and self.config.redis_url:
             self._tasks.append(asyncio.create_task(self._change_bus(), name="gateway-change-bus"))
+        if self.metrics.multiprocess_dir:
+            self._tasks.append(asyncio.create_task(self._refresh_gauges(), name="gateway-metrics-gauges"))
         # What start-up built (Django, settings, the snapshot) lives as long as the process: the
         # cyclic collector need not walk it again on every full collection while requests run.
         # And it runs when 20,000 more objects live than before (not 700): requests free what they
@@ -199,11 +219,9 @@ class GatewayApp:
 
     async def _change_bus(self) -> None:
         """Subscribe once this install's id is known (it needs the database: retried until it answers)."""
-        from fleet.install import install_id
-
         while True:
             try:
-                ours = await self.state.db.run(install_id)
+                ours = await self.state.db.run(_install_id)
                 break
             except Exception as error:  # noqa: BLE001 — the database away at start: try again shortly
                 log.info("change bus waits for the database (%s)", type(error).__name__)
@@ -211,14 +229,22 @@ class GatewayApp:
         self.bus = ChangeBus(self.state, self.refresher, self.config.redis_url, ours)
         await self.bus.run()
 
+    def _scope_redis(self, snapshot: Snapshot) -> None:
+        """From the first snapshot on, every key of the limits and of the cache starts with this
+        install's prefix (until then admission answers 503: nothing is counted unscoped)."""
+        state, scope = self.state, self.config.redis_scope or snapshot.install_id
+        if scope and state.dedup.prefix is None:
+            state.limiter.scope(redis_keys.part_prefix(scope, redis_keys.LIMITS))
+            state.dedup.prefix = redis_keys.part_prefix(scope, redis_keys.DEDUP)
+
     def _build_state(self) -> GatewayState:
         config = self.config
         timeouts = Timeouts(config.connect_timeout, config.first_byte_timeout, config.idle_timeout)
         # No client-side connection cap: engines and the limits decide concurrency.
         upstream = UpstreamClient(connect_timeout=config.connect_timeout)
         # The request path's Redis (limits, de-duplication): one pipelined connection
-        # (gateway.clients.pipelined_redis).
-        redis = PipelinedRedis.from_url(config.redis_url)
+        # (gateway.clients.pipelined_redis). Its keys are scoped once the install id is known.
+        redis = PipelinedRedis.from_url(config.redis_url) if config.redis_url else None
         db = DatabaseThreads()
         balancer = Balancer(self.metrics, eject_after=config.eject_after_failures)
         return GatewayState(
@@ -226,15 +252,16 @@ class GatewayApp:
             keys=KeyCache(lambda key_hash: db.request(load_key, key_hash),
                           size=config.key_cache_size, negative_ttl=config.negative_key_ttl),
             balancer=balancer,
-            limiter=Limiter(redis, self.metrics, prefix=config.limits_prefix),
+            limiter=Limiter(redis, self.metrics),
             recorder=self._recorder(db),
             upstream=upstream, timeouts=timeouts, redis=redis, db=db,
             queues=PoolQueues(config, self.metrics, balancer),
-            dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=config.dedup_prefix))
+            dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=None))
 
     def _recorder(self, db: DatabaseThreads) -> UsageRecorder:
         config = self.config
-        spool = UsageSpool(config.usage_spool_dir, config.usage_spool_max_bytes) if config.usage_spool_max_bytes else None
+        spool = (UsageSpool(config.usage_spool_dir, config.usage_spool_max_bytes)
+                 if config.usage_spool_max_bytes else None)
         dead_letter = DeadLetter(Path(config.usage_spool_dir) / DEAD_LETTER_NAME, config.usage_spool_max_bytes)
         return UsageRecorder(self._usage_writer, run_in_thread=db.run, flush_seconds=config.usage_flush_seconds,
                              batch_size=config.usage_batch, spool=spool, dead_letter=dead_letter, metrics=self.metrics)
@@ -249,8 +276,16 @@ class GatewayApp:
         await self.state.recorder.flush()
         self.state.recorder.close()
         await self.state.upstream.close()
-        await self.state.redis.aclose()
+        if self.state.redis is not None:
+            await self.state.redis.aclose()
         await self.state.db.close()
+
+
+def _install_id() -> str:
+    """This database's install id (fleet/install.py), in a database thread."""
+    from fleet.install import install_id
+
+    return install_id()
 
 
 def build_app(**overrides) -> GatewayApp:

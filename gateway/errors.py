@@ -120,3 +120,10 @@ def database_unavailable() -> GatewayError:
     return GatewayError(503, "service_unavailable",
                         "The gateway cannot reach its database to answer this request right now; retry shortly.",
                         [(b"retry-after", b"2")])
+
+
+def redis_not_configured() -> GatewayError:
+    """No Redis at all: limits and budgets cannot be kept, so nothing is admitted (docs/gateway.md)."""
+    return GatewayError(503, "redis_not_configured",
+                        "This gateway has no Redis configured (SWITCHYARD_GATEWAY_REDIS_URL or REDIS_URL), so it "
+                        "cannot keep limits and budgets and refuses inference requests.")

@@ -73,7 +73,8 @@ ENGINE_FLAGS: dict[str, Flag] = {
     "max_logprobs": _int(minimum=0),
     "disable_sliding_window": _bool(),
     "disable_cascade_attn": _bool(),
-    "load_format": _choice("auto", "pt", "safetensors", "npcache", "dummy", "sharded_state", "mistral", "runai_streamer"),
+    "load_format": _choice("auto", "pt", "safetensors", "npcache", "dummy", "sharded_state", "mistral",
+                           "runai_streamer"),
     "tokenizer_mode": _choice("auto", "hf", "mistral"),
     # API server behaviour
     "enable_prompt_tokens_details": _bool(),

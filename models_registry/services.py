@@ -16,8 +16,9 @@ MODEL_EDITABLE = ("family", "description")
 VERSION_EDITABLE = ("artifact_uri", "checksum", "quantization", "dtype", "engine_args")
 DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float")
 # Each status may move only to the next one; nothing goes back.
-NEXT_STATUS = {VersionStatus.DRAFT: VersionStatus.PUBLISHED, VersionStatus.PUBLISHED: VersionStatus.DEPRECATED,
-               VersionStatus.DEPRECATED: VersionStatus.RETIRED}
+NEXT_STATUS: dict[str, str] = {VersionStatus.DRAFT: VersionStatus.PUBLISHED,
+                               VersionStatus.PUBLISHED: VersionStatus.DEPRECATED,
+                               VersionStatus.DEPRECATED: VersionStatus.RETIRED}
 TINY_CODER = "tiny-coder"
 TINY_CODER_ENGINE_ARGS = {"max_model_len": 1024, "max_num_seqs": 8, "max_num_batched_tokens": 2048}
 
@@ -90,7 +91,8 @@ def update_draft_version(version: ModelVersion, /, *, actor: Actor, **changes) -
             setattr(version, name, value)
         _prepare(version)
         version.save()
-        record_event(actor=actor, action="model_version.update", target=version, before=before, after=version_view(version))
+        record_event(actor=actor, action="model_version.update", target=version, before=before,
+                     after=version_view(version))
     return version
 
 
@@ -126,8 +128,9 @@ def _advance(version: ModelVersion, target: str, *, actor: Actor) -> ModelVersio
 
 
 def _verb(status: str) -> str:
-    return {VersionStatus.PUBLISHED: "publish", VersionStatus.DEPRECATED: "deprecate",
-            VersionStatus.RETIRED: "retire"}[status]
+    verbs: dict[str, str] = {VersionStatus.PUBLISHED: "publish", VersionStatus.DEPRECATED: "deprecate",
+                             VersionStatus.RETIRED: "retire"}
+    return verbs[status]
 
 
 def _locked(version: ModelVersion) -> ModelVersion:

@@ -39,8 +39,10 @@ class QuotaPolicy(models.Model):
     """Limits at one level. Every applicable level is enforced independently (see docs/quotas.md)."""
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="quota_policies")
-    api_key = models.ForeignKey("apikeys.ApiKey", null=True, blank=True, on_delete=models.CASCADE, related_name="quota_policies")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    api_key = models.ForeignKey("apikeys.ApiKey", null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="quota_policies")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+")
     requests_per_minute = _limit_field("requests_per_minute", "Requests per minute.")
     tokens_per_minute = _limit_field("tokens_per_minute", "Prompt + completion tokens per minute.")
     max_concurrent_requests = _limit_field("max_concurrent_requests", "Requests in flight at once.")
@@ -66,7 +68,8 @@ class QuotaPolicy(models.Model):
         ordering = ["tenant", "id"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(api_key__isnull=True) | Q(user__isnull=True), name="quota_narrowed_to_key_or_user_not_both"),
+                condition=Q(api_key__isnull=True) | Q(user__isnull=True),
+                name="quota_narrowed_to_key_or_user_not_both"),
             models.UniqueConstraint(
                 fields=["tenant"], condition=Q(api_key__isnull=True, user__isnull=True), name="one_tenant_quota"),
             models.UniqueConstraint(fields=["api_key"], name="one_quota_per_key"),
@@ -89,5 +92,5 @@ class QuotaPolicy(models.Model):
                   "monthly_token_budget", "monthly_budget_usd", "allowed_models", *CAPACITY_FIELDS)
         view = {name: getattr(self, name) for name in fields}
         view.update(subject=self.subject, api_key=getattr(self.api_key, "prefix", None),
-                    user=self.user.get_username() if self.user_id else None)
+                    user=self.user.get_username() if self.user is not None else None)
         return view

@@ -52,7 +52,8 @@ def delete_quota_policy(policy: QuotaPolicy, *, actor: Actor) -> None:
     if policy.subject == "tenant":
         raise ValidationError({"subject": "The tenant-wide policy cannot be deleted; clear its limits instead."})
     with transaction.atomic():
-        record_event(actor=actor, action="quota.delete", tenant=policy.tenant, target=policy, before=policy.audit_view())
+        record_event(actor=actor, action="quota.delete", tenant=policy.tenant, target=policy,
+                     before=policy.audit_view())
         policy.delete()
 
 

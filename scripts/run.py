@@ -1,10 +1,11 @@
 """`make run`: migrate, seed the demo, start every Switchyard process, print where they are.
 
 Processes (logs in var/log/): the console + REST API (uvicorn), the gateway (`python -m gateway`),
-a Celery worker with embedded beat that starts the demo's engine (real vLLM from .venv-engine, or
-the simulator where the engine cannot be built; SWITCHYARD_DEMO_RUNTIME=simulator|local forces
-one). Ctrl-C, SIGTERM or a SIGTERM to the whole process group stops them all, this install's
-engines included — and nothing of another install on the host.
+a private redis-server for the gateway when no Redis is configured (scripts/private_redis.py), a
+Celery worker with embedded beat that starts the demo's engine (real vLLM from .venv-engine, or the
+simulator where the engine cannot be built; SWITCHYARD_DEMO_RUNTIME=simulator|local forces one).
+Ctrl-C, SIGTERM or a SIGTERM to the whole process group stops them all, this install's engines
+included — and nothing of another install on the host.
 
 Signals only set a flag: the stop path runs exactly once, to the end, however many signals arrive
 (`make` forwards its own SIGTERM, so a group SIGTERM reaches us twice).
@@ -16,8 +17,11 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
+
 
 class StopRequest:
     """A flag a signal handler sets without taking a lock, and a wait on it (main thread only).
@@ -62,6 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from controlplane.env import env_float, env_int, env_str  # noqa: E402
 from fleet.runtime import sockets  # noqa: E402  (Django-free: usable before anything is configured)
+from scripts import private_redis  # noqa: E402
 
 VAR_DIR = Path(env_str("SWITCHYARD_VAR_DIR", str(ROOT / "var")))
 LOG_DIR = VAR_DIR / "log"
@@ -95,18 +100,21 @@ def main() -> int:
 def run(children: dict) -> int:
     console_port = choose_port("console", "SWITCHYARD_CONSOLE_PORT", 8000)
     gateway_port = choose_port("gateway", "SWITCHYARD_GATEWAY_PORT", 8001)
+    metrics_port = choose_port("gateway metrics", "SWITCHYARD_GATEWAY_METRICS_PORT", 9101)
+    redis_note = start_redis(children)  # first: every later step may publish to the gateway's change bus
     manage("migrate", "--noinput", "-v", "0")
     manage("collectstatic", "--noinput", "-v", "0")  # WhiteNoise serves the hashed, compressed copies
     seed = seed_values()
     start(children, "console", [PY, "-m", "uvicorn", "controlplane.asgi:application", "--host", HOST,
                                 "--port", str(console_port), "--no-access-log"])
-    start(children, "gateway", [PY, "-m", "gateway", "--host", HOST, "--port", str(gateway_port)])
+    start(children, "gateway", [PY, "-m", "gateway", "--host", HOST, "--port", str(gateway_port),
+                                "--metrics-host", HOST, "--metrics-port", str(metrics_port)])
     start(children, "worker", [PY, "-m", "celery", "-A", "controlplane", "worker", "-B", "-l", "info",
                                "--concurrency", "2"])
     base = f"http://{HOST}:{console_port}"
     wait_ours("console", children["console"], f"{base}/healthz", console_port)
     wait_ours("gateway", children["gateway"], f"http://{HOST}:{gateway_port}/healthz", gateway_port)
-    print_summary(base, gateway_port, seed)
+    print_summary(base, gateway_port, metrics_port, seed, redis_note)
     report_engine(base, seed["api_key"], children, seed.get("runtime", ""))
     while not STOP.is_set() and _all_alive(children):
         STOP.wait(1)
@@ -126,6 +134,7 @@ def choose_port(name: str, variable: str, default: int) -> int:
         raise CannotStart(
             f"port {port} ({name}) is already in use — another Switchyard install or another program listens "
             f"there. Stop it, or choose other ports, e.g. SWITCHYARD_CONSOLE_PORT=8100 SWITCHYARD_GATEWAY_PORT=8101 "
+            f"SWITCHYARD_GATEWAY_METRICS_PORT=9111 "
             f"make run ({variable}=0 picks a free port).")
     return port
 
@@ -138,12 +147,35 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def start_redis(children: dict) -> str:
+    """The gateway's Redis: the configured one, else a private redis-server (scripts/private_redis.py).
+    Returns its line of the summary."""
+    if private_redis.configured():
+        return "the configured one (REDIS_URL / SWITCHYARD_GATEWAY_REDIS_URL)"
+    if private_redis.binary() is None:
+        return ("NONE: redis-server is not installed and REDIS_URL is unset, so the gateway refuses inference "
+                "(503 redis_not_configured); install redis-server or set REDIS_URL")
+    port = free_port()
+    argv, url = private_redis.plan(VAR_DIR / "redis", port)
+    start(children, "redis", argv)
+    deadline = time.monotonic() + 20
+    password = urlsplit(url).password or ""
+    while not private_redis.answers(port, password):
+        if children["redis"].poll() is not None or time.monotonic() > deadline:
+            raise CannotStart(f"the private redis-server did not start; see {LOG_DIR / 'redis.log'}")
+        if STOP.wait(0.1):
+            raise CannotStart("stopped while redis-server was starting")
+    os.environ["SWITCHYARD_GATEWAY_REDIS_URL"] = url  # every child from here on inherits it
+    return f"private redis-server on 127.0.0.1:{port} (password in {VAR_DIR / 'redis'}; stops with the rest)"
+
+
 def manage(*args: str, capture: bool = False) -> str:
     """A manage.py step; a stop request ends it (SIGTERM) instead of waiting it out."""
     proc = subprocess.Popen([PY, "manage.py", *args], cwd=ROOT, text=True, start_new_session=True,
                             stdout=subprocess.PIPE if capture else None, preexec_fn=_die_with_parent)
-    out = [] if capture else None
-    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True) if capture else None
+    out: list[str] = []
+    stdout = proc.stdout  # a pipe only when capturing
+    reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True) if stdout else None
     if reader:
         reader.start()
     while proc.poll() is None:
@@ -155,7 +187,7 @@ def manage(*args: str, capture: bool = False) -> str:
         reader.join()
     if proc.returncode != 0:
         raise CannotStart(f"`manage.py {' '.join(args)}` failed (exit {proc.returncode})")
-    return "".join(out or [])
+    return "".join(out)
 
 
 def start(children: dict, name: str, argv: list[str]) -> None:
@@ -197,6 +229,8 @@ def _answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2):
             return True
+    except urllib.error.HTTPError:
+        return True  # it answered: a gateway without Redis says 503, and why
     except OSError:
         return False
 
@@ -215,6 +249,7 @@ def stop_all(children: dict) -> None:
         _stop_group(proc, SERVER_GRACE_SECONDS)
     # Its own session: a second Ctrl-C at the terminal must not kill the engine clean-up half-way.
     subprocess.run([PY, "manage.py", "fleet_stop_engines"], cwd=ROOT, check=False, start_new_session=True)
+    _stop_group(children.get("redis"), SERVER_GRACE_SECONDS)  # last: until here anything may still publish
     say("stopped")
 
 
@@ -227,7 +262,8 @@ def say(message: str) -> None:
 
 
 def _stop_group(proc: subprocess.Popen | None, grace: float, *, leader_only: bool = False) -> None:
-    """SIGTERM the child's group (or only the child), SIGKILL the group after `grace`; wait until the child is reaped."""
+    """SIGTERM the child's group (or only the child), SIGKILL the group after `grace`; wait until the child is
+    reaped."""
     if proc is None:
         return
     if leader_only:
@@ -258,14 +294,16 @@ def seed_values() -> dict:
     return dict(line[5:].split("=", 1) for line in lines if line.startswith("SEED "))
 
 
-def print_summary(base: str, gateway_port: int, seed: dict) -> None:
+def print_summary(base: str, gateway_port: int, metrics_port: int, seed: dict, redis_note: str) -> None:
     print("\nSwitchyard is running (Ctrl-C stops everything)\n")
     print(f"  console      {base}/console/")
     print(f"  API docs     {base}/api/docs/")
     print(f"  REST API     {base}/api/v1/")
     print(f"  admin user   {seed['admin_user']}   password: {seed['admin_password']}")
     print(f"  gateway      http://{HOST}:{gateway_port}/v1   (OpenAI-compatible; model: tiny-coder)")
+    print(f"  metrics      http://{HOST}:{metrics_port}/metrics   (Prometheus; the gateway's, this host only)")
     print(f"  demo tenant  {seed['tenant']}   API key (shown once): {seed['api_key']}")
+    print(f"  redis        {redis_note}")
     if seed.get("runtime") == "simulator":
         print("  NOTICE       the demo engine is the simulator (no vLLM engine virtualenv, or "
               "SWITCHYARD_DEMO_RUNTIME=simulator)")
@@ -274,7 +312,8 @@ def print_summary(base: str, gateway_port: int, seed: dict) -> None:
 
 def report_engine(base: str, api_key: str, children: dict, runtime: str) -> None:
     """Wait until the demo deployment has a ready instance, showing the time spent; print its URL."""
-    expected = "the simulator takes a few seconds" if runtime == "simulator" else "real vLLM on the CPU takes 1–3 minutes"
+    expected = ("the simulator takes a few seconds" if runtime == "simulator"
+                else "real vLLM on the CPU takes 1–3 minutes")
     print(f"  engine       starting ({expected}) …", flush=True)
     started = time.monotonic()
     progress = _Progress(sys.stdout.isatty())
@@ -283,7 +322,8 @@ def report_engine(base: str, api_key: str, children: dict, runtime: str) -> None
         ready = [i for i in instances if i.get("state") == "ready"]
         elapsed = time.monotonic() - started
         if ready:
-            progress.done(f"  engine       {ready[0]['endpoint_url']}  (ready after {elapsed:.0f} s; instance {ready[0]['id']})\n")
+            progress.done(f"  engine       {ready[0]['endpoint_url']}  "
+                          f"(ready after {elapsed:.0f} s; instance {ready[0]['id']})\n")
             return
         progress.show(elapsed, f"  engine       starting … {elapsed:.0f} s{_engine_state(instances)}")
         STOP.wait(3)

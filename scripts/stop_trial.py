@@ -39,7 +39,7 @@ def main(rounds: int) -> int:
         seconds = [r.seconds for r in results]
         clean = sum(r.clean and r.expected_code(WAYS[name]) for r in results)
         table.append((name, len(results), clean, statistics.median(seconds), max(seconds)))
-    print(f"\n| way of stopping | rounds | clean | median stop s | max stop s |\n|---|---|---|---|---|")
+    print("\n| way of stopping | rounds | clean | median stop s | max stop s |\n|---|---|---|---|---|")
     for name, runs, clean, median, worst in table:
         print(f"| {name} | {runs} | {clean} | {median:.1f} | {worst:.1f} |")
     return 0 if all(clean == runs for _, runs, clean, _, _ in table) else 1

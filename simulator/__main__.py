@@ -26,6 +26,8 @@ HELP = {
     "max_num_queued_reqs": "requests waiting or running past which a new one gets vLLM's 503 (0: no limit)",
     "fail_after_tokens": "fault injection: every generation fails after this many tokens, with vLLM's error "
                          "event in a stream and its 500 otherwise (0: off)",
+    "error_rate": "fault injection: share of generation requests answered with vLLM's 500 at once (0: off)",
+    "latency_multiplier": "fault injection: every modeled prefill and decode step takes this many times as long",
     "log_level": "log level of the HTTP server",
     "record_requests": "append every generation request received (headers and body) to this file",
 }

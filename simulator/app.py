@@ -6,6 +6,7 @@ import asyncio
 import gc
 import itertools
 import os
+import random
 import secrets
 import time
 from functools import partial
@@ -80,7 +81,8 @@ class DisconnectWatch:
     __slots__ = ("gone", "receive", "timer", "task")
 
     def __init__(self, gone: Callable[[], None], receive: Receive) -> None:
-        self.gone, self.receive, self.task = gone, receive, None  # gone: aborts the request's sequences
+        self.gone, self.receive = gone, receive  # gone: aborts the request's sequences
+        self.task: asyncio.Task | None = None
         self.timer = asyncio.get_running_loop().call_later(DISCONNECT_WATCH_DELAY, self._start)
 
     def _start(self) -> None:
@@ -116,6 +118,7 @@ class SimulatorApp:
         self.engine = Engine(config, self.metrics)
         self.metrics.attach_engine(self.engine)
         self._seeds = itertools.count(config.seed << 32)
+        self._faults = random.Random(config.seed)  # which requests error_rate fails: reproducible per seed
         self._next_id = random_hex_ids().__next__
         self._record = RequestRecorder(config.record_requests).record if config.record_requests else None
         self.routes = {
@@ -217,6 +220,8 @@ class SimulatorApp:
             return await send_bytes(send, exc.status, exc.body())
         if self.config.max_num_queued_reqs and self.engine.unfinished() >= self.config.max_num_queued_reqs:
             return await send_bytes(send, 503, protocol.error_body(protocol.QUEUE_FULL, 503))
+        if self.config.error_rate and self._faults.random() < self.config.error_rate:
+            return await send_bytes(send, 500, protocol.error_body(protocol.GENERATION_FAILED, 500))
         if params.sequences > 1 or params.continuous_usage:
             return await choices.serve(self, scope, receive, send, params, chat)
         rid = ("chatcmpl-" if chat else "cmpl-") + self._next_id()
@@ -236,7 +241,7 @@ class SimulatorApp:
             if params.stream:
                 answered = await self._stream(send, req, params)
             else:  # inline, not a coroutine of its own: wait, then send one JSON body
-                reason = await req.done
+                reason = await req.done  # type: ignore[misc]  # engine.add_request above set it
                 if reason != "abort" and self._fails(req.num_output_tokens):  # vLLM's GenerationError
                     await send_bytes(send, 500, protocol.error_body(protocol.GENERATION_FAILED, 500))
                     answered = True

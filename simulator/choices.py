@@ -50,7 +50,7 @@ async def serve(app, scope: dict, receive, send, params: protocol.GenerationPara
     """Enqueue every sequence, answer (streaming or not), and abort them all if the client leaves."""
     rid = ("chatcmpl-" if chat else "cmpl-") + app._next_id()
     requests = make_requests(app, params, rid)
-    shared = asyncio.Queue() if params.stream else None
+    shared: asyncio.Queue | None = asyncio.Queue() if params.stream else None
     engine = app.engine
     for index, req in enumerate(requests):
         if shared is not None:
@@ -69,7 +69,8 @@ async def serve(app, scope: dict, receive, send, params: protocol.GenerationPara
         if shared is not None:
             answered = await _stream(app, send, requests, params, shared)
         else:
-            reasons = await asyncio.gather(*(req.done for req in requests))
+            # engine.add_request above set every `done`: hence the ignore.
+            reasons = await asyncio.gather(*(req.done for req in requests))  # type: ignore[arg-type]
             if "abort" not in reasons:
                 await _respond(app, send, requests, params, rid)
                 answered = True
@@ -78,7 +79,7 @@ async def serve(app, scope: dict, receive, send, params: protocol.GenerationPara
     finally:
         if register is not None:
             register(None)
-        else:
+        elif watch is not None:
             watch.stop(answered)
         if not answered:
             abort_all()

@@ -28,6 +28,8 @@ class SimulatorConfig:
     seed: int = 0
     max_num_queued_reqs: int = 0  # vLLM's admission limit (0: none): past it a request gets vLLM's 503
     fail_after_tokens: int = 0  # fault injection (0: off): a generation fails after this many tokens
+    error_rate: float = 0.0  # fault injection: this share of generation requests is answered 500 at once
+    latency_multiplier: float = 1.0  # fault injection: every modeled step takes this many times as long
     log_level: str = "warning"
     record_requests: str = ""  # a file: every generation request received is appended to it (tests)
 
@@ -43,6 +45,10 @@ class SimulatorConfig:
             raise ValueError("timing parameters must be >= 0")
         if not 0.0 <= self.eos_probability <= 1.0:
             raise ValueError("eos_probability must be within [0, 1]")
+        if not 0.0 <= self.error_rate <= 1.0:
+            raise ValueError("error_rate must be within [0, 1]")
+        if self.latency_multiplier <= 0:
+            raise ValueError("latency_multiplier must be > 0")
 
     @property
     def zero_latency(self) -> bool:

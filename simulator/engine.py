@@ -177,7 +177,7 @@ class Engine:
         except Exception:
             logger.exception("simulator engine loop crashed")
             return
-        if more:  # cut short with work left: let HTTP flow, then go on
+        if more and self._loop is not None:  # cut short with work left: let HTTP flow, then go on
             self._burst_handle = self._loop.call_soon(self._burst)
 
     def _run_burst(self, max_steps: int) -> bool:
@@ -261,7 +261,7 @@ class Engine:
         ms = cfg.prefill_ms_per_token * prefill_tokens
         if decodes:
             ms += cfg.decode_ms_per_token * (1.0 + cfg.batch_alpha * (decodes - 1))
-        return ms / 1000.0
+        return ms * cfg.latency_multiplier / 1000.0
 
     # ----------------------------------------------------------- schedule
     def schedule(self) -> Scheduled:
@@ -295,7 +295,8 @@ class Engine:
 
     def _schedule_running(self, scheduled: Scheduled) -> tuple[int, bool]:
         """Schedule running requests, preempting on KV exhaustion; returns (budget, preempted)."""
-        budget, evicted = self.config.max_num_batched_tokens, set()
+        budget = self.config.max_num_batched_tokens
+        evicted: set[Request] = set()
         block_size = self.config.block_size
         for req in list(self.running):
             if budget <= 0:
@@ -463,15 +464,14 @@ class Engine:
         req.finished_time = now = self._clock()
         self.stats.finished[reason] += 1
         if self.metrics is not None and reason != "abort":
-            self._observe_latencies(req, now)
+            self._observe_latencies(self.metrics, req, now)
         if req.queue is not None:
             req.queue.put_nowait(None)
         if req.done is not None and not req.done.done():
             req.done.set_result(reason)
 
-    def _observe_latencies(self, req: Request, now: float) -> None:
+    def _observe_latencies(self, m: SimulatorMetrics, req: Request, now: float) -> None:
         """Feed the latency histograms for a completed request."""
-        m = self.metrics
         m.e2e.observe(now - req.arrival_time)
         if req.first_token_time is not None:
             m.ttft.observe(req.first_token_time - req.arrival_time)

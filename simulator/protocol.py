@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring
 from dataclasses import dataclass
-from typing import Any, Optional
+from json.encoder import encode_basestring
+from typing import Any, Optional, overload
 
 from .config import SimulatorConfig
 from .tokenizer import render_chat, tokenize
@@ -123,6 +123,10 @@ def parse_json(raw: bytes) -> dict:
     return body
 
 
+@overload
+def _opt_int(body: dict, name: str, default: int, minimum: Optional[int] = None) -> int: ...
+@overload
+def _opt_int(body: dict, name: str, default: None, minimum: Optional[int] = None) -> Optional[int]: ...
 def _opt_int(body: dict, name: str, default: Optional[int], minimum: Optional[int] = None) -> Optional[int]:
     """Read an optional integer field (bools are not integers here)."""
     value = body.get(name)
@@ -219,7 +223,8 @@ def _max_tokens(body: dict, chat: bool) -> tuple[str, int]:
 
 
 def _choices(body: dict, stream: bool, sequences_per_choice: int) -> int:
-    """``n`` (the beam width under ``use_beam_search``, which vLLM cannot stream); ``best_of`` is ignored, as in vLLM."""
+    """``n`` (the beam width under ``use_beam_search``, which vLLM cannot stream); ``best_of`` is ignored, as in
+    vLLM."""
     n = _opt_int(body, "n", 1, 1)
     if body.get("use_beam_search") and stream:
         raise ProtocolError("Streaming is not currently supported with beam search")

@@ -6,7 +6,7 @@ import asyncio
 import heapq
 import itertools
 from collections import deque
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from .kv_cache import Block
 from .tokenizer import sample_tokens
@@ -43,7 +43,8 @@ class Request:
         self.eos_probability = eos_probability
         # Streaming consumers get every token as soon as it is sampled; a None
         # item marks the end.  Non-streaming consumers only await ``done``.
-        self.queue: Optional[asyncio.Queue] = asyncio.Queue() if stream else None
+        # An asyncio.Queue; for a request of several choices, what files them tagged (choices._TaggedQueue).
+        self.queue: Any = asyncio.Queue() if stream else None
         self.done: Optional[asyncio.Future] = None
         # Total length (prompt + output) at which the request finishes with
         # "length"; the engine caps it by max_model_len when it is queued.

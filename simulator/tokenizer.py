@@ -187,7 +187,7 @@ def _packed_token_batches(state: int) -> Iterator[list[str]]:
     lookup, from_bytes = top16.__getitem__, int.from_bytes
     while True:
         lanes = (packed_a * state + packed_c).to_bytes(size, "little")
-        batch = list(map(lookup, memoryview(lanes).cast("H")[3::8]))
+        batch: list = list(map(lookup, memoryview(lanes).cast("H")[3::8]))  # str, or None near a boundary
         if None in batch:  # a draw close to a token boundary: the formula decides
             batch = [token if token is not None else
                      VOCAB[_token_index(from_bytes(lanes[_LANE_BYTES * j:_LANE_BYTES * j + 8], "little"))]
@@ -202,7 +202,7 @@ def _eos_batches(state: int, eos_probability: float) -> Iterator[list[str]]:
     # is int() of it, minus int()'s type-call overhead.
     mul, inc, mask, unit, scale, vocab, to_int = _MUL, _INC, _MASK, _UNIT, _TOKEN_SCALE, VOCAB, trunc
     while True:
-        batch = []
+        batch: list[str] = []
         append = batch.append
         for _ in range(SAMPLE_BATCH):
             state = (state * mul + inc) & mask

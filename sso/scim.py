@@ -135,7 +135,7 @@ def user(request, provider, body, pk):
 
 def _user_patch(body) -> dict:
     """RFC 7644 §3.5.2: `replace`/`add` of active, userName, externalId, emails — with a path or a value object."""
-    changes = {}
+    changes: dict[str, object] = {}
     for operation in body["Operations"]:
         if operation["op"].lower() not in ("replace", "add"):
             raise ValueError(f"unsupported op {operation['op']!r} on a user")

@@ -5,6 +5,7 @@ Lists are scoped by plain tenant foreign keys (`visible_tenants`), never by guar
 a global grant given by mistake widens nothing.
 """
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.db.models import Q, QuerySet
 from guardian.core import ObjectPermissionChecker
@@ -13,6 +14,11 @@ from guardian.shortcuts import get_perms
 from tenants.models import Membership, Tenant
 from tenants.roles import ROLE_PERMISSIONS, ROLE_RANK, Perm, Role
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
+
+    from apikeys.models import ApiKey
+
 ALL_PERMS = frozenset(Perm.values)
 
 
@@ -20,8 +26,8 @@ ALL_PERMS = frozenset(Perm.values)
 class Principal:
     """The caller: a user, optionally acting through an API key."""
 
-    user: object
-    api_key: object | None = None
+    user: "User | AnonymousUser"
+    api_key: "ApiKey | None" = None
     # Roles, object grants and permissions already looked up, by tenant id; None = look up every time.
     # Only for a principal that lives one request (console.access.principal_of): a role changed later
     # in that request is not seen, which is fine because every view checks before it writes.
@@ -75,7 +81,7 @@ def principal_for(request) -> Principal:
 def visible_tenants(principal: Principal) -> QuerySet:
     """Every tenant the principal may see at all."""
     if principal.api_key is not None:
-        return _tenants_for_key(principal)
+        return _tenants_for_key(principal, principal.api_key)
     if principal.is_platform_admin:
         return Tenant.objects.all()
     if not principal.user.is_authenticated:
@@ -83,8 +89,7 @@ def visible_tenants(principal: Principal) -> QuerySet:
     return Tenant.objects.filter(memberships__user=principal.user)
 
 
-def _tenants_for_key(principal: Principal) -> QuerySet:
-    key = principal.api_key
+def _tenants_for_key(principal: Principal, key: "ApiKey") -> QuerySet:
     if key.tenant_id is None:
         return Tenant.objects.all() if principal.is_platform_admin else Tenant.objects.none()
     return Tenant.objects.filter(pk=key.tenant_id)
@@ -115,16 +120,16 @@ def _effective_role(principal: Principal, tenant) -> str | None:
         return Role.OWNER
     if principal.api_key is None:
         return member_role(principal.user, tenant)
-    return _key_role(principal, tenant)
+    return _key_role(principal.api_key, tenant)
 
 
-def _key_role(principal: Principal, tenant) -> str | None:
-    key = principal.api_key
+def _key_role(key: "ApiKey", tenant) -> str | None:
     if key.tenant_id != tenant.pk:
         return None
-    if key.user_id is None:
+    owner = key.user
+    if owner is None:
         return key.role
-    owner_role = Role.OWNER if (key.user.is_staff or key.user.is_superuser) else member_role(key.user, tenant)
+    owner_role = Role.OWNER if (owner.is_staff or owner.is_superuser) else member_role(owner, tenant)
     if owner_role is None:
         return None
     return min(key.role, owner_role, key=lambda role: ROLE_RANK[Role(role)])
@@ -176,7 +181,7 @@ def prefetch_roles(principal: Principal, tenants: list) -> None:
     roles = dict(Membership.objects.filter(user=principal.user, tenant__in=[t.pk for t in missing])
                  .values_list("tenant_id", "role"))
     checker = ObjectPermissionChecker(principal.user)
-    checker.prefetch_perms(missing)
+    checker.prefetch_perms(missing)  # type: ignore[arg-type]  # guardian takes any list of objects; its hint says QuerySet
     for tenant in missing:
         memo[("role", tenant.pk)] = roles.get(tenant.pk)
         memo[("grants", tenant.pk)] = frozenset(checker.get_perms(tenant)) & ALL_PERMS

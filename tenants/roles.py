@@ -47,7 +47,8 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         Perm.VIEW_TENANT, Perm.VIEW_MEMBERS, Perm.MANAGE_OWN_KEYS, Perm.VIEW_QUOTAS,
     }) | _OPERATIONAL_READS,
     Role.AUDITOR: frozenset({Perm.VIEW_TENANT, Perm.VIEW_AUDIT, Perm.EXPORT_AUDIT}),
-    Role.VIEWER: frozenset({Perm.VIEW_TENANT, Perm.VIEW_MEMBERS, Perm.VIEW_KEYS, Perm.VIEW_QUOTAS}) | _OPERATIONAL_READS,
+    Role.VIEWER: frozenset({Perm.VIEW_TENANT, Perm.VIEW_MEMBERS, Perm.VIEW_KEYS,
+                            Perm.VIEW_QUOTAS}) | _OPERATIONAL_READS,
 }
 
 
@@ -87,6 +88,6 @@ FIELD_RULES: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-def outranks_or_equals(granter_role: str, granted_role: str) -> bool:
-    """True when a member with `granter_role` may hand out `granted_role`."""
-    return ROLE_RANK[Role(granter_role)] >= ROLE_RANK[Role(granted_role)]
+def outranks_or_equals(granter_role: str | None, granted_role: str) -> bool:
+    """True when a member with `granter_role` (None: no role in the tenant) may hand out `granted_role`."""
+    return granter_role is not None and ROLE_RANK[Role(granter_role)] >= ROLE_RANK[Role(granted_role)]

@@ -59,7 +59,8 @@ def update_tenant(tenant: Tenant, *, actor: Actor, **changes) -> Tenant:
             setattr(tenant, name, value)
         tenant.full_clean()
         tenant.save()
-        record_event(actor=actor, action="tenant.update", tenant=tenant, target=tenant, before=before, after=tenant_view(tenant))
+        record_event(actor=actor, action="tenant.update", tenant=tenant, target=tenant, before=before,
+                     after=tenant_view(tenant))
     return tenant
 
 
@@ -113,7 +114,8 @@ def add_member(*, tenant: Tenant, email: str, role: str, username: str | None = 
         if Membership.objects.filter(tenant=tenant, user=user).exists():
             raise ValidationError({"email": "This user is already a member of the tenant."})
         membership = Membership.objects.create(tenant=tenant, user=user, role=role)
-        record_event(actor=actor, action="member.add", tenant=tenant, target=membership, after=membership_view(membership))
+        record_event(actor=actor, action="member.add", tenant=tenant, target=membership,
+                     after=membership_view(membership))
     return membership
 
 

@@ -79,7 +79,8 @@ def test_secure_cookies_turn_on_hsts_and_the_https_redirect(production):
 def test_the_plain_http_demo_gets_neither(production):
     env = {k: v for k, v in production.items() if k != "SWITCHYARD_SECURE_COOKIES"}
     found = settings_for(env)
-    assert (found["SECURE_HSTS_SECONDS"], found["SECURE_SSL_REDIRECT"], found["SILENCED_SYSTEM_CHECKS"]) == (0, False, [])
+    assert (found["SECURE_HSTS_SECONDS"], found["SECURE_SSL_REDIRECT"], found["SILENCED_SYSTEM_CHECKS"]) == (0, False,
+                                                                                                             [])
 
 
 def test_options_are_read_from_the_environment(production):
@@ -108,7 +109,8 @@ from django.test import Client
 client = Client(HTTP_HOST="%s")
 answers = {}
 for name, path, extra in (("http", "/console/login/", {}), ("https", "/console/login/", {"secure": True}),
-                          ("healthz", "/healthz", {}), ("proxied", "/console/login/", {"HTTP_X_FORWARDED_PROTO": "https"})):
+                          ("healthz", "/healthz", {}),
+                          ("proxied", "/console/login/", {"HTTP_X_FORWARDED_PROTO": "https"})):
     r = client.get(path, **extra)
     answers[name] = [r.status_code, r.get("Location"), r.get("Strict-Transport-Security")]
 print(json.dumps(answers))

@@ -75,7 +75,7 @@ def test_queues_bound_at_once_are_all_in_the_exchange_table(tmp_path):
                    "control_folder": str(control)}
         errors, start = [], threading.Barrier(8)
 
-        def bind(n):
+        def bind(n, options=options, start=start, errors=errors):
             with Connection("filesystem://", transport=Transport, transport_options=options) as conn:
                 channel = conn.default_channel
                 start.wait()

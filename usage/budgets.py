@@ -22,7 +22,8 @@ def month_to_date(now: datetime, tenant_ids=None) -> dict[int, tuple[int, Decima
     `tenant_ids` narrows it to those tenants (the console's budgets page), None means every tenant."""
     start = month_start(now)
     live_from = max(watermark(now), start)
-    tokens, cost = defaultdict(int), defaultdict(Decimal)
+    tokens: defaultdict[int, int] = defaultdict(int)
+    cost: defaultdict[int, Decimal] = defaultdict(Decimal)
     which = Q(tenant__isnull=False) if tenant_ids is None else Q(tenant_id__in=list(tenant_ids))
     rolled = CostRollup.objects.filter(which, granularity=Granularity.HOUR, period_start__gte=start,
                                        period_start__lt=live_from)
@@ -40,7 +41,7 @@ def month_to_date(now: datetime, tenant_ids=None) -> dict[int, tuple[int, Decima
 def _month_tokens(start: datetime, live_from: datetime, which: Q, until: datetime | None = None) -> dict:
     """(tenant id, API key prefix) → prompt + completion tokens since `start`: final hourly rollups
     before `live_from`, raw events from it on (to `until`, else all of them)."""
-    tokens = defaultdict(int)
+    tokens: defaultdict[tuple, int] = defaultdict(int)
     rolled = UsageRollup.objects.filter(which, granularity=Granularity.HOUR, period_start__gte=start,
                                         period_start__lt=live_from)
     live = UsageEvent.objects.filter(which, occurred_at__gte=live_from)
@@ -61,7 +62,8 @@ def subject_month_tokens(now: datetime, *, tenants=(), keys=(), users=()) -> dic
     Tenants and keys are read from final hourly rollups and the raw events after them; users from
     raw events only (rollups carry no user), so a user's month is as long as raw events are kept.
     The gateway counts each budget at least this much (gateway.limits.budget_floors)."""
-    start, out = month_start(now), {}
+    start = month_start(now)
+    out: dict[tuple, int] = {}
     live_from = max(watermark(now), start)
     tenants, keys, users = set(tenants), set(keys), set(users)
     if tenants or keys:

@@ -75,7 +75,8 @@ def summary(histogram: list[int]) -> dict:
     if total == 0:
         return dict.fromkeys(names)
     ranks = [q * total for q in SUMMARY_QUANTILES]  # ascending, so each is found at or after the previous
-    found, seen = {}, 0
+    found: dict[str, float] = {}
+    seen = 0
     for index, count in enumerate(histogram):
         while count and len(found) < len(ranks) and seen + count >= ranks[len(found)]:
             found[names[len(found)]] = _interpolate(index, (ranks[len(found)] - seen) / count)

@@ -49,6 +49,9 @@ class UsageEvent(models.Model):
                   "SWITCHYARD_PROMPT_SAMPLE_RETENTION_HOURS.")
     wake_wait_ms = models.FloatField(null=True, blank=True,
                                      help_text="How long the request waited for its deployment to wake from zero.")
+    retried_instance_id = models.BigIntegerField(
+        null=True, blank=True, help_text="The engine that failed before the first byte when the request was retried "
+                                         "on another (a rollout's gates count it against that engine's version).")
 
     class Meta:
         indexes = [
@@ -57,6 +60,8 @@ class UsageEvent(models.Model):
             models.Index(fields=["occurred_at", "ttft_ms"], name="usage_event_time_ttft"),
             # The same for one tenant's (or a few tenants') events.
             models.Index(fields=["tenant", "occurred_at", "ttft_ms"], name="usage_event_tenant_time_ttft"),
+            # A rollout's gates: one version's requests over the last minutes (rollouts.selectors.figures).
+            models.Index(fields=["model_version_id", "occurred_at"], name="usage_event_version_time"),
         ]
 
     def __str__(self):
@@ -169,7 +174,8 @@ class GpuPrice(models.Model):
 
     class Meta:
         ordering = ["gpu_type", "-effective_from"]
-        constraints = [models.UniqueConstraint(fields=["gpu_type", "effective_from"], name="one_price_per_gpu_and_time")]
+        constraints = [models.UniqueConstraint(fields=["gpu_type", "effective_from"],
+                                               name="one_price_per_gpu_and_time")]
 
     def __str__(self):
         return f"{self.gpu_type} ${self.hourly_usd}/h from {self.effective_from:%Y-%m-%d}"

@@ -4,6 +4,7 @@ Written by hand because ~80 conditional aggregates cost the ORM far more to comp
 database spends running them. Plain SQL, valid on SQLite and PostgreSQL.
 """
 from datetime import datetime
+from typing import Any
 
 from django.db import connection
 
@@ -50,7 +51,8 @@ HOURLY_SQL = f"{SELECT_SQL}\n{GROUP_SQL}\n"
 def aggregate_events(start: datetime, end: datetime, tenant_ids: list[int] | None = None) -> list[dict]:
     """One dict per tenant × model version × key prefix with counters, sums and both histograms;
     `tenant_ids` narrows it to those tenants' events (None: every event, tenant-less ones included)."""
-    sql, params = HOURLY_SQL, [connection.ops.adapt_datetimefield_value(moment) for moment in (start, end)]
+    sql = HOURLY_SQL
+    params: list[Any] = [connection.ops.adapt_datetimefield_value(moment) for moment in (start, end)]
     if tenant_ids is not None:
         if not tenant_ids:
             return []

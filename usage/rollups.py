@@ -8,10 +8,10 @@ from django.db.models import Sum
 
 from models_registry.models import ModelVersion
 from usage import histograms
-from usage.rollup_sql import aggregate_events
 from usage.cost.hourly import merge_shares, range_shares
 from usage.models import CostRollup, Granularity, Outcome, RollupRun, UsageRollup
 from usage.periods import DAY, HOUR, periods
+from usage.rollup_sql import aggregate_events
 from usage.work import weights
 
 DIMENSIONS = ("tenant_id", "model_version_id", "api_key_prefix")
@@ -30,7 +30,7 @@ def roll_up_hours(start: datetime, end: datetime, *, now: datetime) -> int:
     usage_rows = usage_rows_from_events(start, end)
     cost_rows = cost_rows_for_range(start, end, now)
     replace(Granularity.HOUR, start, end, usage_rows, cost_rows)
-    counted = defaultdict(int)
+    counted: defaultdict[datetime, int] = defaultdict(int)
     for row in usage_rows:
         counted[row.period_start] += row.requests
     finish_runs(runs, now, counted)

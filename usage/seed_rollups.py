@@ -8,6 +8,7 @@ and cost goes through the regular per-hour allocation a day at a time. The rows 
 range must have no rollups yet (a fresh seed), since nothing is deleted or locked.
 """
 from datetime import datetime
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -91,8 +92,8 @@ def _usage_rows(start: datetime, end: datetime, now: datetime) -> None:
         cursor.execute(DAILY_SQL, window)
         for granularity, first, last, step in (("hour", start, end - HOUR, HOUR),
                                                ("day", start, floor_day(end - HOUR), DAY)):
-            cursor.execute(RUNS_SQL, {"granularity": granularity, "now": now, "start": first, "last": last,
-                                      "step": step})
+            run: dict[str, Any] = {"granularity": granularity, "now": now, "start": first, "last": last, "step": step}
+            cursor.execute(RUNS_SQL, run)
 
 
 def _cost_rows(day: datetime, end: datetime, now: datetime) -> None:

@@ -15,7 +15,8 @@ from usage.models import UsageEvent
 GENERATE_SQL = """
 WITH targets(idx, tenant_id, key, model_name, version_id, instance_id) AS (VALUES {targets})
 INSERT INTO {table} ({columns})
-SELECT 'seed-' || %(run)s || '-' || lpad(g::text, 10, '0'), %(start)s::timestamptz + (g + r.at) * %(step)s * interval '1 second',
+SELECT 'seed-' || %(run)s || '-' || lpad(g::text, 10, '0'),
+       %(start)s::timestamptz + (g + r.at) * %(step)s * interval '1 second',
        t.tenant_id, t.key, t.model_name, t.version_id,
        CASE WHEN o.outcome IN ('client_error', 'rate_limited') THEN NULL ELSE t.instance_id END,
        CASE WHEN r.u5 < 0.5 THEN 'completions' ELSE 'chat' END, o.status, o.outcome,
@@ -31,8 +32,10 @@ CROSS JOIN LATERAL (
 ) r
 CROSS JOIN LATERAL (
     SELECT c.outcome, c.status,
-           CASE WHEN c.outcome = 'client_error' THEN 0 ELSE floor(exp(6.5 + 0.8 * r.radius * cos(r.angle)))::int END AS prompt,
-           CASE WHEN c.outcome = 'ok' THEN floor(exp(4.5 + 0.9 * r.radius * sin(r.angle)))::int ELSE 0 END AS completion,
+           CASE WHEN c.outcome = 'client_error' THEN 0
+                ELSE floor(exp(6.5 + 0.8 * r.radius * cos(r.angle)))::int END AS prompt,
+           CASE WHEN c.outcome = 'ok' THEN floor(exp(4.5 + 0.9 * r.radius * sin(r.angle)))::int
+                ELSE 0 END AS completion,
            CASE WHEN c.outcome = 'ok' THEN exp(ln(180) + 0.6 * r.radius2 * cos(r.angle2)) END AS ttft
     FROM (SELECT CASE WHEN r.pick < 0.92 THEN 'ok' WHEN r.pick < 0.95 THEN 'client_error'
                       WHEN r.pick < 0.97 THEN 'rate_limited' WHEN r.pick < 0.98 THEN 'upstream_error'

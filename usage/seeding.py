@@ -1,8 +1,8 @@
 """Synthetic usage for demos and benchmarks: tenants, model versions, instances and N raw events.
 
 Raw events are generated inside PostgreSQL (`seed_sql`, one INSERT … SELECT per batch; bulk_create
-elsewhere), so ten million take minutes. Fleet rows are synthetic history — stopped instances of zero-replica deployments — written
-directly, because the fleet services would ask workers to start real engines.
+elsewhere), so ten million take minutes. Fleet rows are synthetic history — stopped instances of zero-replica
+deployments — written directly, because the fleet services would ask workers to start real engines.
 """
 import math
 import random
@@ -83,7 +83,8 @@ def seed_instances(tenants, versions, start: datetime, end: datetime) -> dict[in
 
 def _history_instance(deployment, start, end):
     """One stopped instance covering the seeded period (re-seeding reuses it instead of doubling cost)."""
-    return deployment.instances.first() or deployment.instances.create(state="stopped", starting_at=start, ready_at=start + timedelta(minutes=1),
+    return deployment.instances.first() or deployment.instances.create(state="stopped", starting_at=start,
+                                                                       ready_at=start + timedelta(minutes=1),
                                        stopped_at=end)
 
 

@@ -4,6 +4,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from decimal import Decimal
+from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
@@ -123,13 +124,15 @@ def _group_value(field: str, value):
     if field not in ("period_start", "day") or value is None:
         return value
     moment = parse_datetime(value) if isinstance(value, str) else value
+    if moment is None:
+        raise ValueError(f"not a time: {value!r}")
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def _totals(values: tuple, with_histograms: bool) -> dict:
     """Column values in the order of the aggregate: counters, float sums, then histogram buckets."""
     counters, floats = len(COUNTERS), len(SUMS)
-    totals = {name: int(value or 0) for name, value in zip(COUNTERS, values)}
+    totals: dict[str, Any] = {name: int(value or 0) for name, value in zip(COUNTERS, values)}
     totals.update({name: float(value or 0) for name, value in zip(SUMS, values[counters:])})
     if with_histograms:
         buckets = [int(value or 0) for value in values[counters + floats:]]
@@ -224,8 +227,9 @@ def cost_table(query: UsageQuery, by: str) -> list[dict]:
 def _costs(query: UsageQuery, field: str, parts: live.Split) -> dict:
     """group value → usage cost, idle cost and seconds held per unit (GPUs, CPU cores): cost rollups, then
     live allocation from the watermark."""
-    costs = defaultdict(lambda: {CostKind.USAGE: Decimal(0), CostKind.IDLE: Decimal(0), CostKind.WARM: Decimal(0),
-                                 **{unit: Decimal(0) for unit in PriceUnit.values}})
+    costs: defaultdict[Any, dict[str, Decimal]] = defaultdict(lambda: {
+        CostKind.USAGE: Decimal(0), CostKind.IDLE: Decimal(0), CostKind.WARM: Decimal(0),
+        **{unit: Decimal(0) for unit in PriceUnit.values}})
     for part, part_field in zip(_rolled_parts(query, parts), (field, _hourly_field(field))):
         if part.since >= part.until:
             continue
@@ -255,8 +259,10 @@ def cost_row(usage: dict | None, cost: dict) -> dict:
             "cpu_core_hours": _money(cost[PriceUnit.CPU_CORE] / 3600),
             "usage_cost_usd": _money(used), "idle_cost_usd": _money(idle), "warm_cost_usd": _money(warm),
             "total_cost_usd": _money(total),
-            "cost_per_completion_usd": _per(used, completions), "total_cost_per_completion_usd": _per(total, completions),
-            "cost_per_1k_tokens_usd": _per(used * 1000, tokens), "total_cost_per_1k_tokens_usd": _per(total * 1000, tokens),
+            "cost_per_completion_usd": _per(used, completions),
+            "total_cost_per_completion_usd": _per(total, completions),
+            "cost_per_1k_tokens_usd": _per(used * 1000, tokens),
+            "total_cost_per_1k_tokens_usd": _per(total * 1000, tokens),
             "cost_per_accepted_completion_usd": _per(total, accepted),
             "feedback_accepted": accepted, "acceptance_ratio": _ratio(accepted, judged)}
 
@@ -286,7 +292,8 @@ def _labels(by: str, values) -> dict:
     if by == "tenant":
         return dict(Tenant.objects.filter(pk__in=ids).values_list("pk", "slug"))
     if by == "model_version":
-        return {v.pk: f"{v.model.name}@{v.version}" for v in ModelVersion.objects.filter(pk__in=ids).select_related("model")}
+        versions = ModelVersion.objects.filter(pk__in=ids).select_related("model")
+        return {v.pk: f"{v.model.name}@{v.version}" for v in versions}
     return {}
 
 

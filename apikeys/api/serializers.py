@@ -6,7 +6,6 @@ from apikeys.models import ApiKey
 from apikeys.scopes import Scope
 from tenants.roles import Role
 
-
 # What ApiKey.state() answers.
 KEY_STATES = [("active", "Active"), ("expired", "Expired"), ("revoked", "Revoked")]
 
@@ -35,7 +34,8 @@ class ApiKeyCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     scopes = serializers.ListField(child=serializers.ChoiceField(choices=Scope.choices), min_length=1, max_length=3)
     role = serializers.ChoiceField(choices=Role.choices, required=False,
-                                   help_text="Highest role the key acts with; never above your own. Default: developer.")
+                                   help_text="Highest role the key acts with; never above your own. "
+                                             "Default: developer.")
     # Bounded to a database id: a larger number would overflow the query instead of failing validation.
     user_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=2**63 - 1,
                                        help_text="Member the key belongs to; omit for a service key.")

@@ -27,7 +27,8 @@ class ApiKeyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveMo
         keys = super().base_queryset()
         tenant = self.get_tenant()
         writing = self.action not in ("list", "retrieve")
-        if has_perm(self.principal, tenant, Perm.MANAGE_KEYS) or (not writing and has_perm(self.principal, tenant, Perm.VIEW_KEYS)):
+        if has_perm(self.principal, tenant, Perm.MANAGE_KEYS) or (
+                not writing and has_perm(self.principal, tenant, Perm.VIEW_KEYS)):
             return keys
         return keys.filter(user_id=self.request.user.pk) if self.request.user.pk else keys.none()
 
@@ -49,7 +50,8 @@ class ApiKeyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveMo
             user = self.tenant_member(data.get("user_id"))
             # Whoever holds a key can act as its owner in the audit trail: only the owner mints it.
             if user is not None and user.pk != self.request.user.pk:
-                raise PermissionDenied("A personal key can only be created by its owner; omit user_id for a service key.")
+                raise PermissionDenied("A personal key can only be created by its owner; "
+                                       "omit user_id for a service key.")
         else:  # self-service: an inference key of one's own, nothing more
             if not self.request.user.pk:
                 # A service key belongs to no person: there is nobody whose "own" key it could mint.

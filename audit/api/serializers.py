@@ -15,7 +15,8 @@ class ExportManifestSerializer(serializers.Serializer):
     final_chain_hash = serializers.CharField(allow_null=True)
     file_sha256 = serializers.CharField()
     generated_at = serializers.DateTimeField()
-    whole_chain = serializers.BooleanField(help_text="Every row from 1 to last_seq is in the file (then no gap may appear).")
+    whole_chain = serializers.BooleanField(
+        help_text="Every row from 1 to last_seq is in the file (then no gap may appear).")
     # Anchoring of manifests to one another and to the chain head (docs/audit.md, "Rollback").
     manifest_seq = serializers.IntegerField(help_text="1 for the first manifest this install issued, then +1 each.")
     previous_manifest_sha256 = serializers.CharField(allow_null=True,

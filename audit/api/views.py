@@ -66,7 +66,8 @@ class AuditExportView(APIView):
     """Stream the filtered trail as CSV or JSON Lines; nothing is built in memory."""
 
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=list(FORMATS))] + FILTER_PARAMETERS,
-                   responses={(200, "application/x-ndjson"): OpenApiTypes.BINARY, (200, "text/csv"): OpenApiTypes.BINARY})
+                   responses={(200, "application/x-ndjson"): OpenApiTypes.BINARY,
+                              (200, "text/csv"): OpenApiTypes.BINARY})
     def get(self, request):
         fmt, filters, events = _export_params(request)
         chunks, _ = stream_with_manifest(events, fmt, filters)

@@ -46,8 +46,9 @@ class ScaleForm(forms.Form):
 
 
 class RoutingForm(forms.Form):
-    routing_policy = forms.ChoiceField(label="Routing", choices=RoutingPolicyName.choices,
-                                       help_text="How the gateway picks one of the deployment's engines (docs/routing.md).")
+    routing_policy = forms.ChoiceField(
+        label="Routing", choices=RoutingPolicyName.choices,
+        help_text="How the gateway picks one of the deployment's engines (docs/routing.md).")
 
 
 class ScalingForm(forms.Form):

@@ -7,7 +7,8 @@ from tenants.roles import Perm, Role
 
 
 class TenantCreateForm(forms.Form):
-    slug = forms.SlugField(max_length=63, help_text="Lowercase letters, digits and hyphens; used in URLs and API paths.")
+    slug = forms.SlugField(max_length=63,
+                           help_text="Lowercase letters, digits and hyphens; used in URLs and API paths.")
     name = forms.CharField(max_length=200)
     region = forms.CharField(max_length=64, initial="local")
     isolation = forms.ChoiceField(choices=Isolation.choices, initial=Isolation.SHARED)

@@ -4,8 +4,18 @@ from decimal import Decimal
 from django import template
 from django.urls import reverse
 
-from console.access import (FLEET, KEY_PERMS, REGISTRY, USAGE, principal_of, sees_audit, sees_budgets,
-                            sees_operations, sees_slow_requests, tenants_with)
+from console.access import (
+    FLEET,
+    KEY_PERMS,
+    REGISTRY,
+    USAGE,
+    principal_of,
+    sees_audit,
+    sees_budgets,
+    sees_operations,
+    sees_slow_requests,
+    tenants_with,
+)
 from tenants.access import holds_anywhere
 from tenants.selectors import open_invitations_for
 
@@ -42,7 +52,8 @@ def _sections(request) -> list[tuple[str, str]]:
 def console_nav(context):
     request = context["request"]
     links = [{"label": label, "url": reverse(name),
-              "current": request.path == reverse(name) or (name != "console:home" and request.path.startswith(reverse(name)))}
+              "current": request.path == reverse(name) or (
+                  name != "console:home" and request.path.startswith(reverse(name)))}
              for label, name in _sections(request)]
     return {"links": links}
 

@@ -32,8 +32,8 @@ WARN_SHARE = 0.8
 class Usage:
     """One budget against its use: share is used ÷ budget (None without a budget)."""
 
-    budget: object
-    used: object
+    budget: int | Decimal | None
+    used: int | Decimal
 
     @property
     def share(self) -> float | None:

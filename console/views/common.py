@@ -25,7 +25,8 @@ def run_service(request, call, success: str = ""):
     try:
         result = call()
     except (ValidationError, ApiValidationError, InvalidTransition, IntegrityError) as exc:
-        messages.error(request, error_text(exc) if not isinstance(exc, IntegrityError) else "That conflicts with an existing record.")
+        messages.error(request, error_text(exc) if not isinstance(exc, IntegrityError)
+                       else "That conflicts with an existing record.")
         return None
     if success:
         messages.success(request, success)

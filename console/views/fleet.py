@@ -1,4 +1,5 @@
-"""Fleet: deployments and their instances, with deploy, scale, autoscaling, drain, restart and delete (fleet services)."""
+"""Fleet: deployments and their instances, with deploy, scale, autoscaling, drain, restart and delete (fleet
+services)."""
 from datetime import timedelta
 
 from django.contrib.auth.decorators import login_required
@@ -80,7 +81,8 @@ def deploy(request):
     tenant = next((t for t in tenants_with(principal, *FLEET) if t.slug == slug), None) if slug else None
     if not can_manage_fleet(principal, tenant) or (tenant is None and not principal.is_platform_admin):
         raise PermissionDenied("You may not deploy there.")
-    created = run_service(request, lambda: services.create_deployment(tenant=tenant, actor=Actor.from_request(request), **data),
+    created = run_service(request,
+                          lambda: services.create_deployment(tenant=tenant, actor=Actor.from_request(request), **data),
                           f"Deployment {data['name']} created; instances are starting.")
     return redirect("console:deployment", pk=created.pk) if created else redirect("console:fleet")
 
@@ -93,9 +95,11 @@ def deployment_detail(request, pk):
     can_manage = can_manage_fleet(principal, deployment.tenant)
     internals = may_see_internals(principal, deployment.tenant)
     return render(request, "console/fleet/detail.html", {
-        "deployment": deployment, "instances": [_instance_row(i, internals) for i in deployment.instances.order_by("-pk")],
+        "deployment": deployment,
+        "instances": [_instance_row(i, internals) for i in deployment.instances.order_by("-pk")],
         "summary": _summary(deployment), "can_manage": can_manage,
-        "scale_form": ScaleForm(initial={n: getattr(deployment, n) for n in ScaleForm.base_fields}) if can_manage else None,
+        "scale_form": (ScaleForm(initial={n: getattr(deployment, n) for n in ScaleForm.base_fields})
+                       if can_manage else None),
         "routing_form": RoutingForm(initial={"routing_policy": deployment.routing_policy}) if can_manage else None,
         **_scaling_context(deployment, can_manage)})
 
@@ -106,7 +110,8 @@ def _scaling_context(deployment, can_manage: bool) -> dict:
     samples = list(deployment.demand_samples.filter(at__gte=since).order_by("at"))
     decisions = list(deployment.scaling_decisions.order_by("-decided_at")[:20])
     policy = getattr(deployment, "scaling", None) or ScalingPolicy(deployment=deployment, enabled=False)
-    form = ScalingForm(initial={name: getattr(policy, name) for name in ScalingForm.base_fields}) if can_manage else None
+    form = (ScalingForm(initial={name: getattr(policy, name) for name in ScalingForm.base_fields})
+            if can_manage else None)
     return {"scaling_policy": policy, "scaling_chart": scaling_chart(samples, decisions[::-1]),
             "scaling_decisions": decisions, "scaling_form": form}
 
@@ -115,7 +120,8 @@ def _instance_row(instance, internals: bool) -> dict:
     """One instance for the page; engine internals (log tail, failure details, endpoint) only with `internals`."""
     metrics = instance.metrics or {}
     kv = metrics.get("kv_cache_usage_perc")
-    row = {"id": instance.pk, "name": instance.name, "state": instance.state, "state_label": instance.get_state_display(),
+    row = {"id": instance.pk, "name": instance.name, "state": instance.state,
+           "state_label": instance.get_state_display(),
            "role": instance.role, "role_label": instance.get_role_display(),
            "pending_reason": instance.pending_reason if instance.state == InstanceState.PENDING else "",
            "health": _health(instance, internals), "queue": metrics.get("num_requests_waiting"),

@@ -40,7 +40,8 @@ def _key_page(request, form=None, platform_form=None, status=200):
     sections = [{"tenant": t, "keys": visible_keys(principal, t, request.user)[:200],
                  "can_write": any(has_perm(principal, t, p) for p in WRITE_PERMS)} for t in tenants]
     writable = tenants_with(principal, *WRITE_PERMS)
-    form = form or (KeyCreateForm(tenants=writable, initial={"tenant": request.GET.get("tenant")}) if writable else None)
+    form = form or (KeyCreateForm(tenants=writable, initial={"tenant": request.GET.get("tenant")})
+                    if writable else None)
     context = {"sections": sections, "form": form}
     if principal.is_platform_admin:
         context["platform"] = {"keys": ApiKey.objects.filter(tenant__isnull=True).select_related("user")[:200],
@@ -78,7 +79,8 @@ def key_create(request):
         return _key_page(request, form=form, status=400)
     tenant = next(t for t in tenants_with(principal, *WRITE_PERMS) if t.slug == form.cleaned_data["tenant"])
     fields = _key_fields(request, principal, tenant, form)
-    minted = run_service(request, lambda: services.create_api_key(tenant=tenant, **fields, actor=Actor.from_request(request)))
+    minted = run_service(request,
+                         lambda: services.create_api_key(tenant=tenant, **fields, actor=Actor.from_request(request)))
     if minted is None:
         return redirect("console:keys")
     return render(request, "console/keys/secret.html", {"minted": minted, "verb": "created"})

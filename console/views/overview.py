@@ -5,10 +5,10 @@ from django.views.decorators.http import require_safe
 
 from console import stats
 from console.access import USAGE, principal_of, sees_audit, sees_operations
-from tenants.access import holds_anywhere, tenant_ids_with
 from console.charts import bar_chart, line_chart
 from console.timerange import time_range
 from fleet.permissions import readable_deployments
+from tenants.access import holds_anywhere, tenant_ids_with
 
 
 @login_required

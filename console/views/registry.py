@@ -26,7 +26,8 @@ def model_list(request):
     models = Model.objects.prefetch_related("versions").order_by("name")
     admin = principal.is_platform_admin
     rows = [{"model": m, "version_form": VersionForm(prefix=f"m{m.pk}") if admin else None,
-             "versions": [{"version": v, "next": NEXT_ACTION.get(v.status)} for v in m.versions.order_by("-created_at")]}
+             "versions": [{"version": v, "next": NEXT_ACTION.get(v.status)}
+                          for v in m.versions.order_by("-created_at")]}
             for m in models]
     return render(request, "console/models/list.html", {
         "rows": rows, "is_platform_admin": admin, "model_form": ModelForm() if admin else None,

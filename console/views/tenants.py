@@ -10,8 +10,15 @@ from django.views.decorators.http import require_POST, require_safe
 from apikeys.models import ApiKey
 from audit.actor import Actor
 from console import stats
-from console.access import (OPERATIONS, operations_or_404, principal_of, require, require_platform_admin,
-                            tenant_or_404, tenants_with)
+from console.access import (
+    OPERATIONS,
+    operations_or_404,
+    principal_of,
+    require,
+    require_platform_admin,
+    tenant_or_404,
+    tenants_with,
+)
 from console.forms.tenants import GrantForm, MemberAddForm, QuotaForm, TenantCreateForm
 from console.timerange import TimeRange
 from console.views.common import form_errors, run_service
@@ -46,7 +53,8 @@ def tenant_create(request):
     if not form.is_valid():
         form_errors(request, form)
         return redirect("console:tenants")
-    tenant = run_service(request, lambda: services.create_tenant(**form.cleaned_data, actor=Actor.from_request(request)),
+    tenant = run_service(request,
+                         lambda: services.create_tenant(**form.cleaned_data, actor=Actor.from_request(request)),
                          f"Tenant {form.cleaned_data['slug']} created.")
     return redirect("console:tenant", slug=tenant.slug) if tenant else redirect("console:tenants")
 

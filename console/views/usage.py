@@ -43,7 +43,8 @@ def _charts(q, tr) -> dict:
     return {"has_traffic": any(v for _, v in points["requests"]),
             "requests_chart": line_chart(points["requests"], title=f"Requests per {tr.unit}", unit=tr.unit,
                                          value_label="requests"),
-            "tokens_chart": line_chart(points["tokens"], title=f"Tokens per {tr.unit}", unit=tr.unit, value_label="tokens"),
+            "tokens_chart": line_chart(points["tokens"], title=f"Tokens per {tr.unit}", unit=tr.unit,
+                                       value_label="tokens"),
             "cost_chart": bar_chart(per_day, title="Cost per day (USD)", value_label="USD") if per_day else ""}
 
 

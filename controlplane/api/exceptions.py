@@ -8,9 +8,8 @@ service, is a 403 and audited. Anything else is a bug: logged with its traceback
 """
 import logging
 
-from django.core.exceptions import ObjectDoesNotExist, SuspiciousOperation
+from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, IntegrityError
 from django.db.models import ProtectedError, RestrictedError
@@ -125,7 +124,8 @@ def _audit_denial(request, exc) -> None:
         return
     try:
         record_event(actor=Actor.from_request(request), action="auth.permission_denied",
-                     after={"method": request.method, "path": storable(request.path), "detail": storable(str(exc.detail))})
+                     after={"method": request.method, "path": storable(request.path),
+                            "detail": storable(str(exc.detail))})
     except Exception:  # an audit failure must not turn a 403 into a 500
         logger.exception("could not audit a permission denial")
 

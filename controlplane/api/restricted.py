@@ -4,6 +4,8 @@ permission in the row's tenant (engine log tails, artifact URIs …).
 The key stays and is documented nullable, so the schema holds for every reader. Fails closed: a
 serializer given no request in its context shows none of them.
 """
+from typing import Any
+
 from tenants.access import may_read_field, principal_for
 from tenants.roles import FIELD_RULES
 
@@ -12,6 +14,7 @@ class RestrictedFieldsMixin:
     """For a ModelSerializer: set `field_rule` (a FIELD_RULES key) and override `row_tenant` for tenant rows."""
 
     field_rule: str
+    context: dict[str, Any]  # the serializer's
 
     def get_fields(self):
         fields = super().get_fields()

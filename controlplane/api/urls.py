@@ -17,4 +17,5 @@ router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/keys", ApiKeyViewSet, base
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/quotas", QuotaPolicyViewSet, basename="quota")
 
 urlpatterns = router.urls + [path("", include("audit.api.urls")), path("", include("fleet.api.urls")),
+                              path("", include("rollouts.api.urls")),
                               path("", include("models_registry.api.urls")), path("usage/", include("usage.api.urls"))]

@@ -3,11 +3,21 @@
 What reading each resource needs is `tenants.roles.READ_RULES` (the console reads the same table);
 a viewset names its `resource` and never chooses permissions of its own for reading.
 """
+from typing import Any
+
 from django.http import Http404
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied, ValidationError
 
-from tenants.access import Principal, has_perm, holds_anywhere, principal_for, tenant_scope, tenants_with, visible_tenants
+from tenants.access import (
+    Principal,
+    has_perm,
+    holds_anywhere,
+    principal_for,
+    tenant_scope,
+    tenants_with,
+    visible_tenants,
+)
 from tenants.models import Membership
 from tenants.roles import READ_RULES
 
@@ -15,6 +25,8 @@ READ_ACTIONS = ("list", "retrieve")
 
 
 class PrincipalMixin:
+    request: Any  # the view's (a DRF Request; Django's View declares an HttpRequest)
+
     @property
     def principal(self) -> Principal:
         return principal_for(self.request)

@@ -23,10 +23,13 @@ class InstanceSerializer(RestrictedFieldsMixin, serializers.ModelSerializer):
     field_rule = "instance"
     pid = serializers.SerializerMethodField()
     metrics = serializers.DictField(read_only=True, help_text="The engine's last scraped metrics.")
+    model_version = serializers.IntegerField(source="version_id", read_only=True,
+                                             help_text="The model version this engine runs (two during a rollout).")
 
     class Meta:
         model = Instance
-        fields = ["id", "state", "role", "pending_reason", "endpoint_url", "port", "pid", "restart_count", "next_start_after",
+        fields = ["id", "state", "role", "model_version", "pending_reason", "endpoint_url", "port", "pid",
+                  "restart_count", "next_start_after",
                   "created_at", "starting_at", "ready_at", "draining_at", "drain_deadline", "stopped_at", "failed_at",
                   "released_at", "consecutive_health_failures", "last_health_at", "last_health_ok",
                   "last_health_error", "metrics", "failure_reason", "log_tail"]
@@ -40,8 +43,8 @@ class InstanceSerializer(RestrictedFieldsMixin, serializers.ModelSerializer):
 
 
 class DeploymentSerializer(serializers.ModelSerializer):
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True,
-                                          help_text="Tenant slug; null for a shared pool.")
+    tenant: serializers.SlugRelatedField = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True, help_text="Tenant slug; null for a shared pool.")
     simulator_params = serializers.DictField(read_only=True)
     model = serializers.CharField(source="model_version.model.name", read_only=True)
     model_version_label = serializers.CharField(source="model_version.version", read_only=True)
@@ -74,8 +77,9 @@ class DeploymentCreateSerializer(serializers.Serializer):
     simulator_params = serializers.DictField(required=False, default=dict, validators=[storable_json])
     fallback_model_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
                                                 help_text="Model the gateway uses when this one is saturated or slow.")
-    routing_policy = serializers.ChoiceField(choices=RoutingPolicyName.choices, default=RoutingPolicyName.PREFIX_AFFINITY,
-                                             help_text="How the gateway picks one of the deployment's engines.")
+    routing_policy = serializers.ChoiceField(
+        choices=RoutingPolicyName.choices, default=RoutingPolicyName.PREFIX_AFFINITY,
+        help_text="How the gateway picks one of the deployment's engines.")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -87,7 +91,8 @@ class DeploymentCreateSerializer(serializers.Serializer):
 
 
 @extend_schema_serializer(examples=[OpenApiExample(
-    "Two replicas and a warm spare", value={"min_replicas": 2, "max_replicas": 3, "warm_pool_size": 1}, request_only=True)])
+    "Two replicas and a warm spare", value={"min_replicas": 2, "max_replicas": 3, "warm_pool_size": 1},
+    request_only=True)])
 class ScaleSerializer(serializers.Serializer):
     min_replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, required=False)
     max_replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS, required=False)

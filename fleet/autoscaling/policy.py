@@ -114,11 +114,11 @@ def _wanted_for_load(rules: Rules, window: list[Sample], current: int) -> tuple[
         wanted = math.ceil(current * queue / rules.queue_per_instance)
         return wanted, "queue", (f"{queue:.1f} waiting per instance > {rules.queue_per_instance:g} "
                                  f"for {rules.up_window_seconds:g} s")
-    kv = [s.kv_cache_usage for s in window]
-    if None not in kv and min(kv) > rules.kv_cache_usage:
+    kv = [s.kv_cache_usage for s in window if s.kv_cache_usage is not None]
+    if len(kv) == len(window) and min(kv) > rules.kv_cache_usage:
         return current + 1, "kv_cache", f"KV cache {min(kv):.0%} used > {rules.kv_cache_usage:.0%}"
-    ttft = [s.ttft_p95_ms for s in window]
-    if rules.ttft_p95_slo_ms is not None and None not in ttft and min(ttft) > rules.ttft_p95_slo_ms:
+    ttft = [s.ttft_p95_ms for s in window if s.ttft_p95_ms is not None]
+    if rules.ttft_p95_slo_ms is not None and len(ttft) == len(window) and min(ttft) > rules.ttft_p95_slo_ms:
         return current + 1, "ttft", f"p95 TTFT {min(ttft):.0f} ms > SLO {rules.ttft_p95_slo_ms:g} ms"
     return 0, "", ""
 

@@ -36,7 +36,8 @@ def _gateway_figures(instance_ids: list[int], since) -> tuple[float | None, int]
 
     events = UsageEvent.objects.filter(instance_id__in=instance_ids, occurred_at__gt=since)
     requests = events.aggregate(n=Count("pk"))["n"]
-    ttfts = sorted(events.exclude(ttft_ms__isnull=True).values_list("ttft_ms", flat=True)[:10_000])
+    ttfts = sorted(t for t in events.exclude(ttft_ms__isnull=True).values_list("ttft_ms", flat=True)[:10_000]
+                   if t is not None)
     return (ttfts[min(len(ttfts) - 1, int(0.95 * len(ttfts)))] if ttfts else None), requests
 
 

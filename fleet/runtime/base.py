@@ -26,8 +26,11 @@ class RuntimeBackend(ABC):
     """Starts, stops and observes engines for instances of one kind of runtime."""
 
     name: str = ""
-    # How long an engine may take from launch to its first healthy /health.
-    start_deadline_seconds: float = 300.0
+    @property
+    def start_deadline_seconds(self) -> float:
+        """How long an engine may take from launch to its first healthy /health."""
+        return 300.0
+
     # Whether the fleet's periodic health pass probes this backend's engines; a backend that watches
     # them itself (Kubernetes pods) reports readiness and deaths through its own observer instead.
     probed_by_fleet: bool = True

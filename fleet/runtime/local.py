@@ -19,7 +19,7 @@ class LocalBackend(ProcessBackend):
         from models_registry.artifacts import local_model_path
         from models_registry.engine_args import render_vllm_argv
 
-        version = instance.deployment.model_version
+        version = instance.version
         flags = render_vllm_argv(version, model_path=str(local_model_path(version)),
                                  served_model_name=version.model.name, port=port, host=self.host, cpu=True)
         if flags and not flags[0].startswith("-"):  # already a full command line
@@ -31,7 +31,8 @@ class LocalBackend(ProcessBackend):
         if deployment.tensor_parallel_size > 1:
             errors["tensor_parallel_size"] = "The local CPU runtime runs one single-process engine per instance; use 1."
         elif deployment.pipeline_parallel_size > 1:
-            errors["pipeline_parallel_size"] = "The local CPU runtime runs one single-process engine per instance; use 1."
+            errors["pipeline_parallel_size"] = ("The local CPU runtime runs one single-process engine per instance; "
+                                                "use 1.")
         return errors
 
     def extra_env(self, instance) -> dict[str, str]:
@@ -41,7 +42,7 @@ class LocalBackend(ProcessBackend):
     def estimate(self, instance) -> Need:
         """Runtime (Python, torch, the API server) + the KV cache we give it + the weights as loaded."""
         memory = (settings.SWITCHYARD_ENGINE_BASE_MEMORY_MB * MIB + settings.SWITCHYARD_ENGINE_CPU_KVCACHE_GIB * GIB
-                  + weights_bytes(instance.deployment.model_version))
+                  + weights_bytes(instance.version))
         return Need(memory_bytes=memory, cpus=settings.SWITCHYARD_ENGINE_CPUS, gpus=0)
 
     @property

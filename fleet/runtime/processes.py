@@ -124,7 +124,9 @@ def alive(handle: dict) -> bool:
         return False
     reap(pid)
     fields = stat_fields(pid)
-    return bool(fields) and fields[0] != "Z" and int(fields[19]) == handle.get("start_time")
+    if not fields:
+        return False
+    return fields[0] != "Z" and int(fields[19]) == handle.get("start_time")
 
 
 def environ_tags(pid: int) -> dict[str, str]:

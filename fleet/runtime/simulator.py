@@ -6,6 +6,8 @@ from django.conf import settings
 from fleet.runtime.capacity import MIB, Need
 from fleet.runtime.process_backend import ProcessBackend
 
+VERSIONS_KEY = "versions"  # simulator_params["versions"][label]: parameters of one version's engines only
+
 
 def simulator_flags(params: dict) -> list[str]:
     """{"max_num_seqs": 4, "enable_prefix_caching": False} → CLI flags of `python -m simulator`."""
@@ -19,15 +21,23 @@ def simulator_flags(params: dict) -> list[str]:
     return flags
 
 
+def params_for_version(params: dict, label: str) -> dict:
+    """The deployment's parameters, with those under `versions` → this version's label on top (fault injection
+    per version: `{"versions": {"v2": {"error_rate": 0.2}}}`)."""
+    merged = {k: v for k, v in params.items() if k != VERSIONS_KEY}
+    merged.update((params.get(VERSIONS_KEY) or {}).get(label) or {})
+    return merged
+
+
 class SimulatorBackend(ProcessBackend):
     name = "simulator"
     start_deadline_seconds = 30.0
 
     def argv(self, instance, port: int) -> list[str]:
-        deployment = instance.deployment
+        version = instance.version
         return [sys.executable, "-m", "simulator", "--host", self.host, "--port", str(port),
-                "--served-model-name", deployment.model_version.model.name,
-                *simulator_flags(deployment.simulator_params or {})]
+                "--served-model-name", version.model.name,
+                *simulator_flags(params_for_version(instance.deployment.simulator_params or {}, version.version))]
 
     def spec_errors(self, deployment) -> dict[str, str]:
         from fleet.validation import simulator_params_problem

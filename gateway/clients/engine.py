@@ -64,7 +64,7 @@ class UpstreamResponse:
 
     async def read(self) -> bytes:
         """The whole body."""
-        parts = []
+        parts: list[bytes] = []
         while True:
             chunk = await self.readany()
             if not chunk:
@@ -127,7 +127,7 @@ class _Connection(asyncio.Protocol):
     def __init__(self, pool: _Pool, loop: asyncio.AbstractEventLoop):
         self.pool = pool
         self.loop = loop
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set by connection_made, before any use
         self.parser = httptools.HttpResponseParser(self)
         self.open = False
         self.idle_since = 0.0
@@ -199,7 +199,7 @@ class _Connection(asyncio.Protocol):
         if message.__class__ is tuple:  # large prompts: no copy, two writes
             self.transport.writelines(message)
         else:  # one send: writelines would make one per buffer
-            self.transport.write(message)
+            self.transport.write(message)  # type: ignore[arg-type]  # bytes: the tuple went above
         return self._headers_done
 
     def finished(self, reuse: bool) -> None:
@@ -314,7 +314,7 @@ class UpstreamClient:
             parts += (name, b": ", value, b"\r\n")
         parts.append(b"content-length: %d\r\n\r\n" % len(body))
         if len(body) > COALESCE_LIMIT:
-            message = (b"".join(parts), body)
+            message: bytes | tuple[bytes, bytes] = (b"".join(parts), body)
         else:
             parts.append(body)
             message = b"".join(parts)
@@ -322,7 +322,7 @@ class UpstreamClient:
             conn = pool.take_idle()
             reused = conn is not None
             # An idle connection knows its loop.
-            loop = conn.loop if reused else asyncio.get_running_loop()
+            loop = conn.loop if reused else asyncio.get_running_loop()  # type: ignore[union-attr]  # reused: idle one
             if timeout is not None and deadline is None:
                 deadline = loop.time() + timeout
             if conn is None:

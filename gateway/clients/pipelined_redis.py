@@ -27,14 +27,34 @@ import functools
 import math
 import re
 import socket
+import ssl
 import time
 from collections import deque
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
 CRLF = b"\r\n"
+# URL query parameters, by redis-py's names (one URL serves every client of the install).
+TLS_PARAMETERS = ("ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "ssl_check_hostname")
+CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
+
+
+def tls_context(query: dict) -> ssl.SSLContext:
+    """The TLS context of a `rediss://` URL's parameters: the server's certificate and name are
+    checked (against ssl_ca_certs / ssl_ca_path, else the system's CAs) unless they say otherwise;
+    ssl_certfile + ssl_keyfile present a client certificate (Redis's `tls-auth-clients`)."""
+    reqs = query.get("ssl_cert_reqs", "required").lower().removeprefix("cert_")
+    if reqs not in CERT_REQS:
+        raise ValueError(f"ssl_cert_reqs must be one of {', '.join(CERT_REQS)}, not {reqs!r}")
+    context = ssl.create_default_context(cafile=query.get("ssl_ca_certs"), capath=query.get("ssl_ca_path"))
+    context.check_hostname = CERT_REQS[reqs] != ssl.CERT_NONE and \
+        query.get("ssl_check_hostname", "true").lower() not in ("false", "0", "no", "off")
+    context.verify_mode = CERT_REQS[reqs]
+    if query.get("ssl_certfile"):
+        context.load_cert_chain(query["ssl_certfile"], query.get("ssl_keyfile"))
+    return context
 
 
 def encode_args(args) -> bytes:
@@ -158,8 +178,9 @@ class PipelinedRedis:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 6379, db: int = 0, *, username: str | None = None,
                  password: str | None = None, connect_timeout: float = 0.2, stale_after: float = 1.0,
-                 retry_connect_after: float = 0.1):
+                 retry_connect_after: float = 0.1, tls: ssl.SSLContext | None = None):
         self._address = (host, port)
+        self._tls = tls
         self._handshake = ([("AUTH", *([username] if username else []), password)] if password else []) + \
             ([("SELECT", db)] if db else [])
         self._connect_timeout = connect_timeout
@@ -172,7 +193,7 @@ class PipelinedRedis:
         self._deadlines: deque[tuple[float, asyncio.Future]] = deque()  # of `send_packed(..., deadline)`
         self._watchdog: asyncio.TimerHandle | None = None
         self._watch_at = math.inf
-        self._out: list[bytes] = []  # queued, not yet written
+        self._out: list = []  # queued, not yet written: bytes, or a builder of them (`send_quiet_later`)
         self._later = False  # `_out` holds a `send_quiet_later` builder
         self._flush_scheduled = False
         self._last_progress = 0.0  # when the oldest pending command was sent or last answered
@@ -181,15 +202,24 @@ class PipelinedRedis:
 
     @classmethod
     def from_url(cls, url: str, timeout_seconds: float = 0.2, **options) -> "PipelinedRedis":
-        """`redis://[[user]:password@]host[:port][/db]`."""
+        """`redis://` or `rediss://` (TLS) `[[user]:password@]host[:port][/db][?parameters]`.
+
+        Parameters: `db`, and for rediss:// the TLS ones (TLS_PARAMETERS, as redis-py names them).
+        A single Redis node only: no Sentinel, no Cluster (docs/gateway.md)."""
         parts = urlsplit(url)
-        if parts.scheme != "redis":
-            raise ValueError(f"only redis:// URLs are supported here, not {parts.scheme!r}")
-        db = parts.path.strip("/")
+        if parts.scheme not in ("redis", "rediss"):
+            raise ValueError(f"only redis:// and rediss:// URLs are supported here, not {parts.scheme!r}")
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        unknown = sorted(set(query) - {"db", *TLS_PARAMETERS})
+        if unknown or (parts.scheme == "redis" and set(query) & set(TLS_PARAMETERS)):
+            raise ValueError(f"unsupported Redis URL parameters {unknown or sorted(query)}: the gateway takes db, "
+                             f"and with rediss:// {', '.join(TLS_PARAMETERS)}")
+        db = parts.path.strip("/") or query.get("db")
         return cls(parts.hostname or "127.0.0.1", parts.port or 6379, int(db) if db else 0,
                    username=unquote(parts.username) if parts.username else None,
                    password=unquote(parts.password) if parts.password else None,
-                   connect_timeout=timeout_seconds, **options)
+                   connect_timeout=timeout_seconds, tls=tls_context(query) if parts.scheme == "rediss" else None,
+                   **options)
 
     def send(self, *args) -> asyncio.Future:
         """Queue one command and return the future of its reply; never waits.
@@ -285,7 +315,8 @@ class PipelinedRedis:
         """Fail the commands past their deadline; wait for the next one (rarely more than one timer a deadline)."""
         self._watchdog, self._watch_at = None, math.inf
         now = asyncio.get_running_loop().time()
-        waiting, soonest = deque(), math.inf
+        waiting: deque = deque()
+        soonest = math.inf
         for deadline, future in self._deadlines:
             if future.done():
                 continue
@@ -341,7 +372,9 @@ class PipelinedRedis:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self._connect_timeout):
-                transport, protocol = await loop.create_connection(lambda: _Protocol(self), *self._address)
+                transport, protocol = await loop.create_connection(
+                    lambda: _Protocol(self), *self._address, ssl=self._tls,
+                    server_hostname=self._address[0] if self._tls is not None else None)
         except (OSError, TimeoutError) as error:
             self._down_until = time.monotonic() + self._retry_connect_after
             self._drop(RedisConnectionError(f"cannot connect to Redis at {self._address}: {error!r}"))

@@ -19,7 +19,8 @@ RECONNECT_SECONDS = 1.0
 COALESCE_SECONDS = 0.01  # messages landing within this are applied by one reload
 IGNORED = ("auth.", "audit.", "member.", "platform_admin.", "usage.gpu_price.")
 SECTIONS_BY_ACTION = (("api_key.", {"keys"}), ("quota.", {"policies"}), ("tenant.", {"tenants"}),
-                      ("fleet.", {"pools"}), ("model.", {"pools"}), ("model_version.", {"pools"}))
+                      ("fleet.", {"pools"}), ("model.", {"pools"}), ("model_version.", {"pools"}),
+                      ("rollout.", {"pools"}))
 
 
 def sections_for(action: str) -> set[str] | None:

@@ -14,10 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING, Callable
 
 from gateway import errors
 from gateway.clients.database import database_unavailable
 from gateway.config.snapshot_loader import SECTIONS, load_sections, load_snapshot, version_marker
+
+if TYPE_CHECKING:
+    from gateway.config.snapshot import Snapshot
 
 log = logging.getLogger("gateway.refresher")
 PROBE_EVERY_SECONDS = 1.0
@@ -38,6 +42,8 @@ class SnapshotRefresher:
         self.interval = interval
         self.backstop_seconds = max(backstop_seconds, interval)
         self.bus_connected = False  # set by the change bus while it is subscribed and in sequence
+        # Called with each new snapshot before requests see it.
+        self.before_install: Callable[[Snapshot], None] | None = None
         self.loads = 0
         self.full_loads = 0
         self._last_probe = 0.0
@@ -123,6 +129,8 @@ class SnapshotRefresher:
     def install(self, snapshot) -> None:
         """Swap the snapshot in and forget every cached key (revocations take effect here)."""
         state = self.state
+        if self.before_install is not None:
+            self.before_install(snapshot)
         state.snapshot = snapshot
         state.keys.clear()
         live = {u.instance_id for pools in snapshot.pools.values() for p in pools for u in p.upstreams}

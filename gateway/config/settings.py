@@ -3,15 +3,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-LOCAL_ONLY = ("default_user_rpm", "limits_prefix", "dedup_prefix")  # not SWITCHYARD_GATEWAY_* settings
+LOCAL_ONLY = ("default_user_rpm", "redis_scope")  # not SWITCHYARD_GATEWAY_* settings
 
 
 @dataclass(frozen=True, slots=True)
 class GatewayConfig:
     """Everything the running gateway needs to know; built once at start."""
 
-    redis_url: str
+    redis_url: str  # "" = no Redis: inference is refused (503 redis_not_configured), /healthz says why
     max_body_bytes: int = 32 * 1024 * 1024
     connect_timeout: float = 2.0
     first_byte_timeout: float = 60.0
@@ -34,8 +33,9 @@ class GatewayConfig:
     fallback_first_byte_ms: int = 500  # budget before a request moves to the deployment's fallback model
     dedup_ttl_seconds: float = 60.0  # 0 turns the de-duplication cache off
     prompt_sample_chars: int = 500  # redacted prompt start kept for the slow-requests page; 0 keeps none
-    limits_prefix: str = "sy:rl"  # Redis key prefix of the limits (tests use their own)
-    dedup_prefix: str = "sy:dedup"  # Redis key prefix of the de-duplication cache (tests use their own)
+    # The install id that scopes the limits' and the cache's Redis keys (controlplane/redis_keys.py);
+    # "" = this database's, read at start. Tests give each gateway its own, so counters start at zero.
+    redis_scope: str = ""
 
     @classmethod
     def from_settings(cls, **overrides) -> "GatewayConfig":

@@ -88,6 +88,9 @@ class Pool:
     fallback_model: str = ""  # where requests go while this pool is saturated or slow
     # Seconds a request may wait for this deployment to wake from zero; None: it never sleeps.
     wake_timeout: float | None = None
+    # While a rollout splits traffic: ((version id, weight), …), the new version first; empty otherwise.
+    version_weights: tuple[tuple[int, float], ...] = ()
+    sticky_by: str = ""  # what keeps a caller on one version then (rollouts.models.StickyBy)
 
     @property
     def asleep(self) -> bool:
@@ -109,21 +112,22 @@ class Snapshot:
     user_policies: Mapping[tuple[int, int], Limits] = field(default_factory=_empty)
     pools: Mapping[str, tuple[Pool, ...]] = field(default_factory=_empty)
     default_user_rpm: int = 120
+    install_id: str = ""  # the install this data is of: it scopes the gateway's Redis keys (controlplane/redis_keys.py)
     loaded_at: float = field(default=0.0, compare=False)
     _pools_memo: dict = field(default_factory=dict, compare=False, repr=False)
     _allowed_memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     def policies_for(self, key: KeyInfo) -> tuple[Limits, ...]:
         """Every level that governs this key's requests; each is enforced on its own."""
-        found = (self.tenant_policies.get(key.tenant_id), self.key_policies.get(key.id),
-                 self.user_policies.get((key.tenant_id, key.user_id)) if key.user_id else None)
+        found = (self.tenant_policies.get(key.tenant_id), self.key_policies.get(key.id),  # type: ignore[arg-type]
+                 self.user_policies.get((key.tenant_id, key.user_id)) if key.user_id else None)  # type: ignore[arg-type]
         return tuple(level for level in found if level is not None)
 
     def user_rpm(self, key: KeyInfo) -> int | None:
         """A person's own rate: their policy's, else the default; service keys have none."""
         if key.user_id is None:
             return None
-        policy = self.user_policies.get((key.tenant_id, key.user_id))
+        policy = self.user_policies.get((key.tenant_id, key.user_id))  # type: ignore[arg-type]  # None finds none
         return (policy and policy.requests_per_minute) or self.default_user_rpm
 
     def has_token_budget(self, key: KeyInfo) -> bool:

@@ -10,13 +10,22 @@ import hashlib
 import hmac
 import time
 from types import MappingProxyType
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections
 from django.db.models import Count, Max, Q
 
-from gateway.config.snapshot import (DEFAULT_POLICY, DEFAULT_REDACTION_MODE, KeyInfo, Limits, Pool, Snapshot,
-                                     TenantInfo, Upstream)
+from gateway.config.snapshot import (
+    DEFAULT_POLICY,
+    DEFAULT_REDACTION_MODE,
+    KeyInfo,
+    Limits,
+    Pool,
+    Snapshot,
+    TenantInfo,
+    Upstream,
+)
 
 
 def version_marker() -> tuple:
@@ -39,7 +48,9 @@ def version_marker() -> tuple:
 
 def load_snapshot(version: tuple, default_user_rpm: int) -> Snapshot:
     """Read tenants, quota policies and routable pools into a new immutable Snapshot."""
-    return load_sections(Snapshot(default_user_rpm=default_user_rpm), SECTIONS, version)
+    from fleet.install import install_id
+
+    return load_sections(Snapshot(default_user_rpm=default_user_rpm, install_id=install_id()), SECTIONS, version)
 
 
 SECTIONS = frozenset({"tenants", "policies", "pools"})
@@ -48,7 +59,7 @@ SECTIONS = frozenset({"tenants", "policies", "pools"})
 def load_sections(snapshot: Snapshot, sections, version: tuple) -> Snapshot:
     """A new Snapshot: `sections` read afresh, the rest kept from `snapshot` (the change bus reloads only
     what a change touched)."""
-    fields = {"version": version, "loaded_at": time.monotonic(), "_pools_memo": {}, "_allowed_memo": {}}
+    fields: dict[str, Any] = {"version": version, "loaded_at": time.monotonic(), "_pools_memo": {}, "_allowed_memo": {}}
     if "tenants" in sections:
         fields["tenants"] = MappingProxyType(_load_tenants())
     if "policies" in sections:
@@ -105,7 +116,9 @@ def _limits(policy, level: str, subject_id: int) -> Limits:
 def _load_pools() -> dict[str, tuple[Pool, ...]]:
     from fleet.models import Deployment, DeploymentStatus, InstanceRole
     from fleet.states import InstanceState
+    from rollouts.selectors import routing_weights, sticky_modes
 
+    weights, sticky = routing_weights(), sticky_modes()
     pools: dict[str, list[Pool]] = {}
     deployments = (Deployment.objects.filter(status=DeploymentStatus.ACTIVE)
                    .select_related("model_version__model", "scaling").prefetch_related("instances"))
@@ -113,14 +126,24 @@ def _load_pools() -> dict[str, tuple[Pool, ...]]:
         # Warm instances are started and healthy but not routed until the fleet promotes them.
         ready = [i for i in deployment.instances.all()
                  if i.state == InstanceState.READY and i.role == InstanceRole.SERVING and i.endpoint_url]
-        pools.setdefault(deployment.model_version.model.name, []).append(_pool(deployment, ready))
+        if deployment.pk not in weights:
+            # Traffic not split: only the deployment's version serves, even before reconcile has moved the
+            # other version's engines aside — a rollback or promotion takes effect with this snapshot.
+            ready = [i for i in ready if (i.model_version_id or deployment.model_version_id)
+                     == deployment.model_version_id]
+        pool = _pool(deployment, ready)
+        if deployment.pk in weights:
+            pool = dataclasses.replace(pool, version_weights=weights[deployment.pk],
+                                       sticky_by=sticky.get(deployment.pk, ""))
+        pools.setdefault(deployment.model_version.model.name, []).append(pool)
     return {name: tuple(found) for name, found in pools.items()}
 
 
 def _pool(deployment, ready_instances) -> Pool:
     upstreams = tuple(
         Upstream(instance_id=i.pk, url=i.endpoint_url.rstrip("/"), deployment_id=deployment.pk,
-                 model_version_id=deployment.model_version_id, shared=deployment.tenant_id is None)
+                 model_version_id=i.model_version_id or deployment.model_version_id,
+                 shared=deployment.tenant_id is None)
         for i in ready_instances)
     return Pool(deployment_id=deployment.pk, tenant_id=deployment.tenant_id,
                 model_version_id=deployment.model_version_id,

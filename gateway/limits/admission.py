@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import StrEnum
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -20,10 +20,19 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 
 from gateway.limits.plan import (  # noqa: F401 (the limiter's vocabulary, re-exported for callers and tests)
-    BUDGET_KINDS, HEADER_NAMES, MICROS, RATE_KINDS, SCRIPT_KIND, Check, LimitKind, Plan, SubjectKind,
-    _packed_together, _settled)
-from gateway.limits.scripts import (  # noqa: F401 (re-exported for tests)
-    ADMIT, ADMIT_TOGETHER, SETTLE, SETTLE_TOGETHER)
+    BUDGET_KINDS,
+    HEADER_NAMES,
+    MICROS,
+    RATE_KINDS,
+    SCRIPT_KIND,
+    Check,
+    LimitKind,
+    Plan,
+    SubjectKind,
+    _packed_together,
+    _settled,
+)
+from gateway.limits.scripts import ADMIT, ADMIT_TOGETHER, SETTLE, SETTLE_TOGETHER  # noqa: F401 (re-exported for tests)
 
 
 class FailurePolicy(StrEnum):
@@ -126,7 +135,7 @@ class Decision:
 class LimiterConfig:
     """Tunables; failure policies say what happens while Redis cannot be reached."""
 
-    prefix: str = "sy:rl"
+    prefix: str  # `sy:<install id>:rl` (controlplane/redis_keys.py): installs sharing a Redis never share a key
     window_seconds: int = 60
     lease_seconds: float = 600  # longer streams renew with `extend`
     reservation_seconds: float = 900
@@ -159,10 +168,10 @@ def month_bounds(now: float) -> tuple[str, float]:
 class RateLimiter:
     """Admits requests for several subjects at once; settles their reservations afterwards."""
 
-    def __init__(self, client: aioredis.Redis, config: LimiterConfig | None = None,
+    def __init__(self, client: aioredis.Redis, config: LimiterConfig,
                  clock: Callable[[], float] = time.time) -> None:
         self._client = client
-        self._config = config or LimiterConfig()
+        self._config = config
         self._clock = clock  # only names the budget month; windows run on Redis TIME
         self._sha: dict[str, str] = {}
         self._background: set[asyncio.Task] = set()  # settles in flight without a waiter
@@ -174,8 +183,8 @@ class RateLimiter:
         self._send_quiet = getattr(client, "send_quiet", None)
         self._send_quiet_later = getattr(client, "send_quiet_later", None)
         self._queued: list | None = None  # the settlements of the settle call still open (`settle_soon`)
-        self._send_later = getattr(client, "send_later", None)
-        self._expire_at = getattr(client, "expire_at", None)
+        self._send_later: Any = getattr(client, "send_later", None)
+        self._expire_at: Any = getattr(client, "expire_at", None)
         self._admitting: tuple | None = None  # ([(plan, request id, numbers)], [future]) of the open admit call
 
     async def admit(self, admission: Admission) -> Decision:
@@ -290,7 +299,7 @@ class RateLimiter:
         queued = self._queued = [settlement]
         send(functools.partial(self._packed_queued, shas, queued), functools.partial(self._settled_soon, queued))
 
-    def _packed_queued(self, shas: tuple[str, str], queued: list) -> bytes:
+    def _packed_queued(self, shas: tuple, queued: list) -> bytes:
         if self._queued is queued:  # written now: later settles start another call
             self._queued = None
         return _packed_call(shas, queued)
@@ -366,8 +375,8 @@ class RateLimiter:
         budget_ttl = month_left + 7 * 86400  # a week's grace for late settles
         checks = []
         for subject in admission.subjects:
-            floor = subject.limits.monthly_tokens_floor
-            floor = floor[1] if floor is not None and floor[0] == label else 0  # only for the month it counts
+            month_floor = subject.limits.monthly_tokens_floor
+            floor = month_floor[1] if month_floor is not None and month_floor[0] == label else 0  # its month only
             for kind in LimitKind:
                 limit = getattr(subject.limits, kind.value)
                 if limit is None:
@@ -422,7 +431,7 @@ class RateLimiter:
         retry = month_bounds(now)[1] - now if retry_us == -1 else retry_us / MICROS
         return Decision(Outcome.LIMITED, _refusal(plan.checks[refused_index - 1]), retry, headers)
 
-    def _unavailable(self, checks: list[Check]) -> Decision:
+    def _unavailable(self, checks: Sequence[Check]) -> Decision:
         cfg = self._config
         closed = any(
             (cfg.budget_failure if c.limit_kind in BUDGET_KINDS else cfg.rate_failure)
@@ -455,7 +464,7 @@ def _headers(plan: Plan, result: list) -> tuple:
     requests, tokens = result[3], result[6]
     if not requests and not tokens:
         return ()
-    headers = []
+    headers: list = []
     if requests:
         headers += (plan.limit_headers[requests - 1], (REMAINING_REQUESTS, b"%d" % result[4]),
                     (RESET_REQUESTS, b"%gs" % (result[5] / 1000)))

@@ -17,7 +17,16 @@ from gateway import errors
 from gateway.config.snapshot import KeyInfo, Snapshot
 from gateway.limits import budget_floors
 from gateway.limits.admission import Admission as LimitRequest
-from gateway.limits.admission import LimiterConfig, Limits, Outcome, RateLimiter, Subject, SubjectKind, month_bounds
+from gateway.limits.admission import (
+    LimiterConfig,
+    Limits,
+    Outcome,
+    RateLimiter,
+    Reservation,
+    Subject,
+    SubjectKind,
+    month_bounds,
+)
 from gateway.limits.budget_floors import BudgetFloors, load_budget_floors
 
 log = logging.getLogger("gateway.limits")
@@ -34,15 +43,20 @@ class Admission:
     """A granted request: the headers to echo and the reservation to settle (None = unmetered)."""
 
     headers: list = field(default_factory=list)
-    reservation: object = None
+    reservation: Reservation | None = None
     token_cap: int | None = None
 
 
 class Limiter:
     """One `RateLimiter` per gateway; turns decisions into admissions or 429/503 errors."""
 
-    def __init__(self, client, metrics, *, prefix: str = "sy:rl"):
-        self._limiter = RateLimiter(client, LimiterConfig(prefix=prefix))
+    def __init__(self, client, metrics, *, prefix: str | None = None):
+        # None until `scope` names the keys (the install id comes from the database), and for ever
+        # without a Redis: then every admission is refused (`_cannot_count`), never let through uncounted.
+        self._client = client
+        self._limiter: RateLimiter | None = None
+        if prefix is not None:
+            self.scope(prefix)
         self._metrics = metrics
         self._subjects: dict[tuple, tuple[Subject, ...]] = {}  # per key, for `_subjects_of`'s snapshot
         self._subjects_of: tuple | None = None  # (snapshot, floors) the cached subjects were built from
@@ -52,12 +66,17 @@ class Limiter:
     async def admit(self, *, key: KeyInfo, snapshot: Snapshot, request_id: str, prompt_tokens: int,
                     max_tokens: int) -> Admission:
         """Count the request against every limit at once, or raise the refusal."""
+        limiter = self._limiter
+        if limiter is None:
+            self._metrics.limit_rejections.labels(str(key.tenant_id), "limiter_unavailable").inc()
+            raise self._cannot_count()
         request = LimitRequest(request_id, str(key.tenant_id), self._subjects_for(snapshot, key),
                                prompt_tokens=prompt_tokens, max_tokens=max_tokens)
-        decision = await self._limiter.admit(request)
+        decision = await limiter.admit(request)
         headers = list(decision.header_list)
         if decision.outcome == Outcome.LIMITED:
-            self._metrics.limit_rejections.labels(str(key.tenant_id), decision.refused.limit_kind).inc()
+            refused = decision.refused.limit_kind  # type: ignore[union-attr]  # a LIMITED decision names its refusal
+            self._metrics.limit_rejections.labels(str(key.tenant_id), refused).inc()
             raise limited(decision, headers)
         if decision.outcome == Outcome.LIMITER_UNAVAILABLE:
             self._metrics.limit_rejections.labels(str(key.tenant_id), "limiter_unavailable").inc()
@@ -67,6 +86,20 @@ class Limiter:
         if decision.reservation is not None:
             self._running[id(admission)] = [time.monotonic(), admission]
         return admission
+
+    def scope(self, prefix: str) -> None:
+        """Count under `prefix` (`sy:<install id>:rl`, controlplane/redis_keys.py) from now on."""
+        if self._client is not None:
+            self._limiter = RateLimiter(self._client, LimiterConfig(prefix=prefix))
+
+    @property
+    def scoped(self) -> bool:
+        return self._limiter is not None
+
+    def _cannot_count(self) -> errors.GatewayError:
+        if self._client is None:
+            return errors.redis_not_configured()
+        return errors.database_unavailable()  # the install id is not known yet: the database has not answered
 
     def _subjects_for(self, snapshot: Snapshot, key: KeyInfo) -> tuple[Subject, ...]:
         """`subjects_for`, computed once per key, snapshot and floors (both are immutable)."""
@@ -105,21 +138,23 @@ class Limiter:
         due = [entry for entry in self._running.values() if now - entry[0] >= after]
         for entry in due:
             entry[0] = now
-        await asyncio.gather(*(self._limiter.extend(entry[1].reservation) for entry in due
-                               if entry[1].reservation is not None), return_exceptions=True)
+        limiter = self._limiter
+        if limiter is not None:  # reservations exist only where a limiter admitted them
+            await asyncio.gather(*(limiter.extend(entry[1].reservation) for entry in due
+                                   if entry[1].reservation is not None), return_exceptions=True)
         return len(due)
 
     async def settle(self, admission: Admission, *, used_tokens: int) -> None:
         """Hand the reservation back with the actual tokens (also 0 for failed requests)."""
         self._running.pop(id(admission), None)
-        if admission.reservation is not None:
+        if admission.reservation is not None and self._limiter is not None:
             await self._limiter.settle(admission.reservation, used_tokens)
             admission.reservation = None
 
     def settle_soon(self, admission: Admission, *, used_tokens: int) -> None:
         """`settle` without waiting for Redis (after the answer went out; see RateLimiter.settle_soon)."""
         self._running.pop(id(admission), None)
-        if admission.reservation is not None:
+        if admission.reservation is not None and self._limiter is not None:
             self._limiter.settle_soon(admission.reservation, used_tokens)
             admission.reservation = None
 

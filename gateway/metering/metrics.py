@@ -1,12 +1,23 @@
-"""Prometheus series for the gateway, in a registry of its own (one per app, no globals)."""
+"""Prometheus series for the gateway, in a registry of its own (one per app, no globals).
+
+With `--workers N` every worker counts into files of prometheus_client's multiprocess mode, in a
+directory private to that gateway start (`PROMETHEUS_MULTIPROC_DIR`, made by the supervisor,
+gateway/__main__.py), and a scrape — whichever worker answers it — merges every worker's files:
+counters and histograms are the sums over all workers, including workers that exited (a restarted
+worker's requests stay counted); gauges follow each one's `multiprocess_mode` (docs/gateway.md,
+"Metrics"). A single gateway process keeps its values in memory.
+"""
 from __future__ import annotations
 
+import os
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import values as prometheus_values
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.values import MutexValue
 
 MAX_CACHED_SERIES = 10_000  # cached children per label set; cleared (not the series) past this
@@ -14,7 +25,8 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 
 
 # The usage writer's series beyond the buffer (docs/usage-and-cost.md, "When the database is away"):
-# (attribute, kind, name, help, labels).
+# (attribute, kind, name, help, labels). The spool is the install's, seen alike by every worker: its
+# gauges take the largest live worker's figure, not the sum.
 USAGE_WRITER_SERIES = (
     ("usage_spooled", Counter, "switchyard_gateway_usage_spooled",
      "Usage events written to the local spool while the database was away.", ()),
@@ -25,7 +37,7 @@ USAGE_WRITER_SERIES = (
     ("usage_spool_segments", Gauge, "switchyard_gateway_usage_spool_segments",
      "Segment files in the install's usage spool.", ()),
     ("usage_database_away", Gauge, "switchyard_gateway_usage_database_away",
-     "1 while this process's usage writes find the database unavailable.", ()),
+     "1 while a gateway process's usage writes find the database unavailable.", ()),
     ("usage_set_aside", Counter, "switchyard_gateway_usage_set_aside",
      "Usage events the database refused even alone, kept in the dead letter.", ()),
     ("usage_lost", Counter, "switchyard_gateway_usage_lost",
@@ -53,17 +65,18 @@ class GatewayMetrics:
         self.retries = Counter("switchyard_gateway_retries", "Requests retried on another instance.",
                                ["model"], registry=registry)
         self.outstanding = Gauge("switchyard_gateway_outstanding_requests", "Requests in flight per engine.",
-                                 ["instance"], registry=registry)
+                                 ["instance"], registry=registry, multiprocess_mode="livesum")
         self.ejections = Counter("switchyard_gateway_ejections", "Engines taken out of rotation.",
                                  ["instance"], registry=registry)
         self.snapshot_version = Gauge("switchyard_gateway_snapshot_loads", "Snapshots loaded since start.",
-                                      registry=registry)
+                                      registry=registry, multiprocess_mode="livemax")
         self.usage_pending = Gauge("switchyard_gateway_usage_buffered", "Usage events waiting to be written.",
-                                   registry=registry)
+                                   registry=registry, multiprocess_mode="livesum")
         for attribute, kind, name, text, labels in USAGE_WRITER_SERIES:
-            setattr(self, attribute, kind(name, text, list(labels), registry=registry))
+            mode = {"multiprocess_mode": "livemax"} if kind is Gauge else {}
+            setattr(self, attribute, kind(name, text, list(labels), registry=registry, **mode))
         self.queue_depth = Gauge("switchyard_gateway_queue_depth", "Requests waiting for a saturated pool.",
-                                 ["tenant"], registry=registry)
+                                 ["tenant"], registry=registry, multiprocess_mode="livesum")
         self.queue_wait = Histogram("switchyard_gateway_queue_wait_seconds", "Time spent waiting in a pool's queue.",
                                     buckets=LATENCY_BUCKETS, registry=registry)
         self.queue_rejections = Counter("switchyard_gateway_queue_rejections", "Requests refused by the fair queue.",
@@ -74,7 +87,8 @@ class GatewayMetrics:
                              registry=registry)
         self.affinity_home = Counter("switchyard_gateway_prefix_affinity_home",
                                      "Prefix-affinity requests placed on their key's home engine.", registry=registry)
-        self._children: dict[tuple, object] = {}  # (metric, label values) -> child, see `child`
+        self._children: dict[tuple, Any] = {}  # (metric, label values) -> child, see `child`
+        self._outstanding_reads: dict[int, Callable[[], float]] = {}  # instance id -> its balancer count
         self._done: dict[tuple, DoneSeries] = {}  # observe_done's key -> its children, see `done_series`
         self.affinity_spill = Counter("switchyard_gateway_prefix_affinity_spill",
                                       "Prefix-affinity requests spilled past their key's home engine.",
@@ -82,6 +96,11 @@ class GatewayMetrics:
         # Per-request updates of unlabelled series, without prometheus_client's per-call checks.
         self.observe_queue_wait = HistogramObserver(self.queue_wait).observe
         self._count_home, self._count_spill = _count_of(self.affinity_home), _count_of(self.affinity_spill)
+        self.multiprocess_dir = multiprocess_dir()
+        self._exposed = registry
+        if self.multiprocess_dir:  # every worker's files, merged at each scrape
+            self._exposed = CollectorRegistry()
+            MultiProcessCollector(self._exposed, self.multiprocess_dir)
 
     def observe_done(self, record) -> None:
         """Count one finished request from its usage record."""
@@ -101,7 +120,8 @@ class GatewayMetrics:
     def done_series(self, status_code: int, model: str, tenant_id: int | None, endpoint: str) -> DoneSeries:
         """The series one finished request counts in, looked up once per label set."""
         tenant = str(tenant_id or "")
-        series = DoneSeries(model, tenant, _count_of(self.child(self.requests, str(status_code), model, tenant, endpoint)),
+        series = DoneSeries(model, tenant,
+                            _count_of(self.child(self.requests, str(status_code), model, tenant, endpoint)),
                             HistogramObserver(self.child(self.latency, model, endpoint)))
         if len(self._done) >= MAX_CACHED_SERIES:
             self._done.clear()  # forgets the cache only; the series stay
@@ -128,23 +148,44 @@ class GatewayMetrics:
         return found
 
     def track_outstanding(self, instance_id: int, read: Callable[[], float]) -> None:
-        """One engine's outstanding-requests gauge reads `read()` when scraped (nothing per request)."""
-        self.child(self.outstanding, str(instance_id)).set_function(read)
+        """One engine's outstanding-requests gauge takes `read()` at each `refresh_gauges` (nothing per request)."""
+        self._outstanding_reads[instance_id] = read
+        self.child(self.outstanding, str(instance_id))
 
     def forget_outstanding(self, instance_id: int) -> None:
         """Drop an engine's gauge (it left the snapshot)."""
-        self._children.pop((self.outstanding, (str(instance_id),)), None)
+        self._outstanding_reads.pop(instance_id, None)
+        child = self._children.pop((self.outstanding, (str(instance_id),)), None)
+        if child is not None and self.multiprocess_dir:
+            child.set(0)  # a multiprocess file keeps the series: it reads 0 until the workers restart
         try:
             self.outstanding.remove(str(instance_id))
         except KeyError:
             pass
+
+    def refresh_gauges(self) -> None:
+        """Set the gauges read from live state (before a scrape; every second in each `--workers` worker)."""
+        for instance_id, read in list(self._outstanding_reads.items()):
+            self.child(self.outstanding, str(instance_id)).set(read())
 
     def observe_placement(self, home: bool) -> None:
         """The prefix-affinity policy's report: home engine or spilled."""
         (self._count_home if home else self._count_spill)(1)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """The exposition: this process's series, or with `--workers` every worker's, merged."""
+        self.refresh_gauges()
+        return generate_latest(self._exposed)
+
+
+def multiprocess_dir() -> str | None:
+    """The directory of multiprocess mode's files when prometheus_client runs in it, else None.
+
+    prometheus_client chooses the mode once, when it is first imported, from PROMETHEUS_MULTIPROC_DIR:
+    only the `--workers` supervisor sets it, for its workers (gateway/__main__.py)."""
+    if not getattr(prometheus_values.ValueClass, "_multiprocess", False):
+        return None
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR")
 
 
 # observe_done counts in the children's values directly, skipping prometheus_client's per-call
@@ -155,13 +196,26 @@ class GatewayMetrics:
 # tests/gateway/test_metrics_done.py compares the exposition with the public API's.
 
 def _adder(value) -> Callable[[float], None]:
-    """Add to a prometheus_client value (a MutexValue) without taking its lock (see above)."""
-    if type(value) is not MutexValue:  # e.g. multiprocess mode's file-backed values: their own inc
-        return value.inc
+    """Add to a prometheus_client value without taking its lock (see above)."""
+    if type(value) is MutexValue:
+        def add(amount: float, value=value) -> None:
+            value._value += amount
+        return add
+    if getattr(value, "_multiprocess", False):  # `--workers`: the new total also goes to the worker's file
+        return _file_adder(value)
+    return value.inc
 
-    def add(amount: float, value=value) -> None:
+
+def _file_adder(value) -> Callable[[float], None]:
+    """Multiprocess mode's `inc` without its lock and its fork check: a worker is started by exec, never
+    forked once its metrics exist. Writing through the file object (not its memory map, which grows)
+    keeps a new series' key safe."""
+    write, key = value._file.write_value, value._key
+
+    def add_and_write(amount: float, value=value) -> None:
         value._value += amount
-    return add
+        write(key, value._value, 0.0)
+    return add_and_write
 
 
 def _count_of(counter_child) -> Callable[[float], None]:

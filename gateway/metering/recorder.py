@@ -45,6 +45,7 @@ class RequestRecord:
     model_known: bool = False  # the name is in the snapshot (safe as a metrics label)
     redacted_prompt: str = ""  # the prompt's start after redaction (slow-requests page)
     wake_wait_ms: float | None = None  # waited for a deployment asleep at zero to wake
+    retried_instance_id: int | None = None  # failed before the first byte; the request went to another engine
 
     def mark_first_byte(self) -> None:
         """Record time to first token (first body bytes from the engine), once."""
@@ -75,6 +76,7 @@ class RequestRecord:
             (time.monotonic() - self.started) * 1000, self.redactions,
             # cache_hit: the gateway's de-duplication cache answered (prefix-cache reuse is in cached_tokens).
             self.cache_hit, self.fallback_used, self.streamed, self.redacted_prompt, self.wake_wait_ms,
+            self.retried_instance_id,
         ]
 
     def as_event(self) -> dict:
@@ -89,6 +91,7 @@ class RequestRecord:
             "latency_ms": (time.monotonic() - self.started) * 1000, "redactions": self.redactions,
             "cache_hit": self.cache_hit, "fallback_used": self.fallback_used, "streamed": self.streamed,
             "redacted_prompt": self.redacted_prompt, "wake_wait_ms": self.wake_wait_ms,
+            "retried_instance_id": self.retried_instance_id,
         }
 
 
@@ -97,7 +100,7 @@ class RequestRecord:
 ROW_FIELDS = ("request_id", "occurred_at", "tenant_id", "api_key_prefix", "user_id", "model_name",
               "model_version_id", "instance_id", "endpoint", "status_code", "outcome", "prompt_tokens",
               "completion_tokens", "cached_tokens", "ttft_ms", "latency_ms", "redactions", "cache_hit",
-              "fallback_used", "streamed", "redacted_prompt", "wake_wait_ms")
+              "fallback_used", "streamed", "redacted_prompt", "wake_wait_ms", "retried_instance_id")
 
 
 def _count(value) -> int:
@@ -304,7 +307,7 @@ class UsageRecorder:
             getattr(self._metrics, metric).inc(amount)
 
     def export_gauges(self) -> None:
-        """Set the buffer's and the spool's gauges (at each /metrics scrape)."""
+        """Set the buffer's and the spool's gauges (before each scrape; every second with `--workers`)."""
         metrics = self._metrics
         metrics.usage_pending.set(len(self._buffer))
         metrics.usage_database_away.set(1 if self.database_away else 0)

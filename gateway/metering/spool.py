@@ -190,13 +190,14 @@ class Segment:
     """A claimed spool segment: read its events in batches, delete it once they are all stored."""
 
     def __init__(self, path: Path, fd: int):
-        self.path, self._fd = path, fd
+        self.path = path
+        self._fd: int | None = fd
         self._file = os.fdopen(os.dup(fd), "rb")
         self.torn = 0  # lines that did not decode (a crash in the middle of an append)
 
     def read(self, count: int) -> list[dict]:
         """The next `count` events (fewer at the end; [] once all were read)."""
-        events = []
+        events: list[dict] = []
         while len(events) < count:
             line = self._file.readline()
             if not line:

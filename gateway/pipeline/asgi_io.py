@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+from typing import Iterator
 
 from gateway.errors import GatewayError, body_too_large, error_body
 from gateway.pipeline.redaction import holds_secret
@@ -39,6 +40,10 @@ def request_ids(scope: dict) -> tuple[str, list]:
     if incoming and _SAFE_REQUEST_ID.match(incoming) and not holds_secret(incoming.decode()):
         headers.append((b"x-client-request-id", incoming))  # not an API key pasted as an id
     return rid, headers
+
+
+_id_prefix: str  # set by _new_id_prefix, below
+_id_counter: Iterator[int]
 
 
 def mint_request_id() -> str:

@@ -38,15 +38,15 @@ def cache_key(prefix: str, tenant_id: int, version_ids: tuple[int, ...], kind: s
 class DedupCache:
     """get/put of whole JSON answers, stored with the model version that produced them."""
 
-    def __init__(self, redis, *, ttl_seconds: float, prefix: str, timeout_seconds: float = 0.2):
+    def __init__(self, redis, *, ttl_seconds: float, prefix: str | None, timeout_seconds: float = 0.2):
         self._redis = redis
         self._timeout = timeout_seconds  # a hung Redis is a miss after this, like an unreachable one
         self.ttl_ms = int(ttl_seconds * 1000)
-        self.prefix = prefix
+        self.prefix = prefix  # `sy:<install id>:dedup`; None (off) until the install id is known
 
     @property
     def enabled(self) -> bool:
-        return self.ttl_ms > 0
+        return self.ttl_ms > 0 and self._redis is not None and self.prefix is not None
 
     async def get(self, key: str) -> tuple[int | None, bytes] | None:
         """(model version id, body) of a stored answer, or None."""

@@ -7,24 +7,43 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from gateway import errors
 from gateway.config.snapshot import KeyInfo, Pool, TenantInfo
 from gateway.limits.limiter import budget_name, over_budget
 from gateway.metering.recorder import RequestRecord
-from gateway.pipeline.asgi_io import ClientGone, JSON_HEADERS, header, read_body, request_ids
+from gateway.pipeline.asgi_io import JSON_HEADERS, ClientGone, header, read_body, request_ids
 from gateway.pipeline.auth import authenticate, current_tenant
 from gateway.pipeline.dedup import OPT_OUT_HEADER, cache_key, cacheable
-from gateway.pipeline.payload import (BATCH_PRIORITY, Work, parse_payload, prompt_sample, request_work, upstream_body,
-                                      wants_continuous_usage, wants_usage)
-from gateway.pipeline.proxy import (FALLBACK_BUDGET, ClientStream, UpstreamFailure, first_chunk, open_upstream,
-                                    relay_json, relay_stream, usage_of)
+from gateway.pipeline.payload import (
+    BATCH_PRIORITY,
+    Work,
+    parse_payload,
+    prompt_sample,
+    request_work,
+    upstream_body,
+    wants_continuous_usage,
+    wants_usage,
+)
+from gateway.pipeline.proxy import (
+    FALLBACK_BUDGET,
+    ClientStream,
+    UpstreamFailure,
+    first_chunk,
+    open_upstream,
+    relay_json,
+    relay_stream,
+    usage_of,
+)
 from gateway.pipeline.redaction import PREFIX_MARGIN, RedactionMode, redact_body, redact_prefix
 from gateway.pipeline.sse import SseRelay
 from gateway.routing.balancer import RouteHints
 from gateway.routing.fair_queue import QueueFull, QueueTimeout
+from gateway.routing.versions import SESSION_HEADER, pick_version, split_pool, sticky_key
 from gateway.server import DISCONNECT_EXTENSION
 
 MODEL_NAME_CHARS = 200  # usage.UsageEvent.model_name's length
@@ -75,7 +94,7 @@ class InferenceHandler:
         except asyncio.CancelledError:
             if record.outcome != "cancelled":
                 raise  # the server is shutting down: still metered below
-            asyncio.current_task().uncancel()
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]  # we run in a task
         finally:
             watcher.disarm()
             self._finish(record, client)
@@ -105,6 +124,10 @@ class InferenceHandler:
         affinity = header(scope, b"x-switchyard-affinity")
         hints = RouteHints(payload, record.endpoint, payload["model"],
                            affinity.decode("latin-1") if affinity else None, tenant.id)
+        split = split_pool(pools)
+        if split is not None:  # a rollout splits this deployment's traffic: the version first, then an engine
+            sticky = sticky_key(split.sticky_by, header(scope, SESSION_HEADER), payload.get("user"), key.id)
+            hints.version = pick_version(pools, sticky, random.random())
         batch = (header(scope, b"x-switchyard-priority") or b"").lower() == b"batch"
         use_cache = (header(scope, OPT_OUT_HEADER) or b"").lower() != b"no"
         return Call(record.endpoint, key, tenant, pools, payload, hints, batch, use_cache, raw=raw, parsed=payload,
@@ -163,6 +186,8 @@ class InferenceHandler:
         if not (dedup.enabled and call.use_cache and cacheable(call.payload)):
             return None
         versions = tuple(sorted({p.model_version_id for p in call.pools if p.upstreams}))
+        if call.hints.version is not None:  # a rollout's pick: only that version's answers are this request's
+            versions = (call.hints.version[1],)
         return cache_key(dedup.prefix, call.tenant.id, versions, call.kind, call.payload)
 
     async def _from_cache(self, key: str, client: ClientStream, record: RequestRecord) -> bool:
@@ -191,7 +216,8 @@ class InferenceHandler:
         try:
             await self._queued(call, client, record, estimate, token_cap, budget)
         except UpstreamFailure:  # only a missed fallback budget gets here, before any byte went out
-            await self._serve_fallback(fallback, client, record, estimate, token_cap, "slow")
+            # type checkers: a budget, hence this failure, exists only with a fallback
+            await self._serve_fallback(fallback, client, record, estimate, token_cap, "slow")  # type: ignore[arg-type]
 
     async def _woken(self, call: Call, client: ClientStream, record: RequestRecord) -> Call:
         """Every pool of the model sleeps at zero: wake it and serve the request once it is up."""
@@ -244,13 +270,15 @@ class InferenceHandler:
 
         With a fallback `budget`, an engine that misses it raises its `UpstreamFailure` to `_serve`.
         """
-        state, tried, failure = self.state, set(), None
+        state, failure = self.state, None
+        tried: set[int] = set()
         for attempt in range(2):
             upstream = state.balancer.choose(call.pools, call.hints, tried)
             if upstream is None:
                 break
             if attempt:
                 state.metrics.retries.labels(record.model_name).inc()
+                record.retried_instance_id = record.instance_id  # its failure counts against its version
             tried.add(upstream.instance_id)
             record.instance_id, record.model_version_id = upstream.instance_id, upstream.model_version_id
             failure = await self._try(call, upstream, client, record, estimate, token_cap, budget)
@@ -310,7 +338,8 @@ class InferenceHandler:
             original = call.parsed if call.parsed is not None else call.payload  # what the client asked for
             relay = SseRelay(strip_usage=not wants_usage(original), token_cap=token_cap,
                              strip_running_usage=token_cap is not None and not wants_continuous_usage(original),
-                             prompts=call.work.prompts, choices_per_prompt=call.payload.get("n") or 1)
+                             prompts=call.work.prompts,  # type: ignore[union-attr]  # admission set it
+                             choices_per_prompt=call.payload.get("n") or 1)
             await relay_stream(response, client, record, relay, idle, first)
             if relay.cut:
                 record.outcome = "rate_limited"
@@ -368,6 +397,9 @@ class DisconnectWatcher:
     """
 
     __slots__ = ("_receive", "_client", "_record", "_loop", "_timer", "_task", "_request", "_register")
+    _timer: asyncio.TimerHandle | None
+    _task: asyncio.Future | None
+    _request: Any  # the request's task, from arm() on
 
     def __init__(self, scope: dict, receive, client: ClientStream, record: RequestRecord, loop):
         self._receive, self._client, self._record, self._loop = receive, client, record, loop

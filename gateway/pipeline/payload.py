@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from json.encoder import c_make_encoder, encode_basestring
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]  # typeshed omits the C encoder
 
 from gateway import errors
 from gateway.pipeline import request_checks
@@ -20,7 +20,7 @@ _json_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 # json.loads plus a few plain fields, never cycles.
 _c_encode = c_make_encoder and c_make_encoder(None, _json_encoder.default, encode_basestring, None,
                                               ":", ",", False, False, True)
-_scan_json = json.JSONDecoder().scan_once  # what json.loads runs, without its per-call Python steps
+_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # what json.loads runs, without its per-call Python steps
 
 
 def _encode(value: dict) -> str:

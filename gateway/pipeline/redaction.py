@@ -112,7 +112,7 @@ class Pattern:
     bounded: bool = True  # the match may not continue a longer token on its left
 
 
-_fold = dict(folded=True, bounded=False)
+_fold: dict[str, Any] = dict(folded=True, bounded=False)
 PATTERNS: tuple[Pattern, ...] = (
     Pattern(SecretKind.PRIVATE_KEY, ("-----BEGIN",), re.compile(
         # A prompt cut mid-key still hides the rest of it: END is optional at end of text.
@@ -207,7 +207,7 @@ def kinds_present(text: str, lowered: str) -> frozenset[SecretKind] | set[Secret
         hit = probe.regex.search(haystack)
         if hit is not None:
             for match in probe.regex.finditer(haystack, hit.start()):
-                kinds.update(probe.kinds[match.lastindex - 1])
+                kinds.update(probe.kinds[match.lastindex - 1])  # type: ignore[operator]  # each alternative is a group
                 if probe.every <= kinds:
                     break
     return kinds
@@ -255,7 +255,8 @@ _KEYWORD_LEADS: tuple[tuple[re.Pattern, tuple[int, ...]], ...] = (
 def _keyword_starts(lowered: str) -> list[int]:
     starts = []
     for regex, back in _KEYWORD_LEADS:
-        starts += [hit.start() - back[hit.lastindex - 1] for hit in regex.finditer(lowered)]
+        starts += [hit.start() - back[hit.lastindex - 1]  # type: ignore[operator]  # each alternative is a group
+                   for hit in regex.finditer(lowered)]
     starts.sort()
     return starts
 
@@ -306,7 +307,7 @@ def redact_text(text: str, counts: dict[str, int] | None = None) -> str:
         return text
     if size <= CACHED_TEXT_CHARS and text in _CLEAN_TEXTS:
         return text
-    redacted = _redacted(text)
+    redacted: Any = _redacted(text)  # text itself, or (text, counts)
     if redacted is text:
         if size <= CACHED_TEXT_CHARS:
             _remember_clean(text)
@@ -328,7 +329,8 @@ def _redacted(text: str) -> str | tuple[str, dict[str, int]]:
     kinds = kinds_present(text, lowered)
     if not kinds:  # the common case: no anchor of any pattern occurs
         return text
-    original, counts = text, {}
+    original = text
+    counts: dict[str, int] = {}
     for pattern in PATTERNS:
         if pattern.kind not in kinds:
             continue
@@ -351,7 +353,7 @@ _NUMBER_TYPES = (int, float, bool)
 _NOTHING: frozenset[str] = frozenset()
 
 
-def numbers_only(items: list) -> bool:
+def numbers_only(items: Iterable) -> bool:
     """All numbers (token ids, biases)? sum() finds out without a loop in Python."""
     try:
         sum(items)
@@ -369,7 +371,7 @@ def _redact_list(items: list, counts: dict[str, int]) -> list:
         if kind is str:
             if len(item) < MIN_SECRET_CHARS:
                 continue
-            redacted = redact_text(item, counts)
+            redacted: str | dict | list = redact_text(item, counts)
         elif kind is dict:
             redacted = _redact_dict(item, counts)
         elif kind is list:

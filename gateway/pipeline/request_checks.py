@@ -11,10 +11,17 @@ its value.
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
 from gateway import errors
-from gateway.pipeline.redaction import (MIN_MEMBER_VALUE, MIN_SECRET_CHARS, PLAIN_KEYS, member_text, numbers_only,
-                                        secret_named)
+from gateway.pipeline.redaction import (
+    MIN_MEMBER_VALUE,
+    MIN_SECRET_CHARS,
+    PLAIN_KEYS,
+    member_text,
+    numbers_only,
+    secret_named,
+)
 
 MAX_NESTING = 64  # objects and arrays within each other; JSON schemas in response_format stay far below
 # The roles of OpenAI's chat schema; vLLM would render any string as a role, so a secret too.
@@ -52,7 +59,7 @@ def check_values(value: dict | list, texts: list[str], depth: int = 1) -> None:
                 member = value[key]
                 if type(member) is str and len(member) >= MIN_MEMBER_VALUE:
                     texts.append(member_text(key, member))
-        items = value.values()
+        items: Iterable = value.values()
     elif len(value) > 8 and type(value[0]) in _NUMBERS and numbers_only(value):
         return
     else:

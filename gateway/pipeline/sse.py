@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 
+from gateway.errors import GatewayError
 from gateway.pipeline.engine_errors import engine_error_event
 
 SEPARATOR = b"\n\n"
@@ -49,7 +50,8 @@ class SseRelay:
         self.streamed_tokens = 0
         self.finished = False  # [DONE] seen
         self.cut = False  # token_cap reached: the caller must end the stream
-        self.engine_error = None  # the GatewayError of an error event the engine ended the stream with
+        # The GatewayError of an error event the engine ended the stream with.
+        self.engine_error: GatewayError | None = None
         self._reported: dict[int, list[int]] = {}  # choice -> [its running usage, counted since]
         self._prompt_tokens: dict[int, int] = {}  # prompt -> its tokens, from running usage
 
@@ -82,7 +84,7 @@ class SseRelay:
         if self.cut or self.engine_error is not None:
             return b""
         if event[-2:-1] != b"]" and event.find(b'"error"') >= 0 and self._engine_failed(event):  # not a token
-            return b"data: " + self.engine_error.body() + SEPARATOR + DONE + SEPARATOR
+            return b"data: " + self.engine_error.body() + SEPARATOR + DONE + SEPARATOR  # type: ignore[attr-defined]  # _engine_failed set it
         if event.startswith(DONE):
             self.finished = True
             return event + SEPARATOR

@@ -29,6 +29,7 @@ class RouteHints:
     model: str
     affinity: str | None = None
     tenant_id: int | None = None
+    version: tuple[int, int] | None = None  # (deployment, model version) a rollout's weights chose
 
 
 class Balancer:

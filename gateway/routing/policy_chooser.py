@@ -40,16 +40,30 @@ class PolicyChooser:
             entry = self._by_pools[id(pools)] = (
                 pools, {str(u.instance_id): u for pool in pools for u in pool.upstreams}, self._policy(pools))
         _, upstreams, policy = entry
+        request = RouteRequest(str(hints.tenant_id), hints.model, hints.affinity, self._prefix(policy, hints))
+        version = hints.version
+        if version is not None:  # the rollout's pick first; any version if none of its engines can take it
+            found = self._pick(policy, upstreams, request, outstanding, ttft, unusable, engine_load, version)
+            if found is not None:
+                return found
+        return self._pick(policy, upstreams, request, outstanding, ttft, unusable, engine_load, None)
+
+    @staticmethod
+    def _pick(policy, upstreams: dict, request, outstanding: dict, ttft: dict, unusable, engine_load,
+              version: tuple[int, int] | None) -> Upstream | None:
+        """Engines of other versions of the rollout's deployment count as unusable when `version` is given."""
+        deployment, wanted = version or (None, None)
         if engine_load:
             endpoints = [Endpoint(eid, u.url, 1.0, max(outstanding.get(u.instance_id, 0),
                                                        int(engine_load.get(u.instance_id, 0))),
-                                  ttft.get(u.instance_id), True, u.instance_id in unusable)
+                                  ttft.get(u.instance_id), True, u.instance_id in unusable or (
+                                      u.deployment_id == deployment and u.model_version_id != wanted))
                          for eid, u in upstreams.items()]
         else:
             endpoints = [Endpoint(eid, u.url, 1.0, outstanding.get(u.instance_id, 0), ttft.get(u.instance_id),
-                                  True, u.instance_id in unusable)
+                                  True, u.instance_id in unusable or (
+                                      u.deployment_id == deployment and u.model_version_id != wanted))
                          for eid, u in upstreams.items()]
-        request = RouteRequest(str(hints.tenant_id), hints.model, hints.affinity, self._prefix(policy, hints))
         try:
             return upstreams[policy.choose(endpoints, request).id]
         except NoEligibleEndpoint:

@@ -38,6 +38,10 @@ complete. An application can then stop its work without a task per request waiti
 
 `share` (`connection_share.ConnectionShare`) lets a `--workers` worker keep its fair share of
 connections: when it holds too many it answers the current request with `connection: close`.
+
+A companion (`add_companion`) is a second server on the same event loop, for another app on
+other sockets — the gateway's metrics listener: it starts once this server's app has started
+and stops after this server's requests have finished.
 """
 from __future__ import annotations
 
@@ -77,6 +81,11 @@ class HttpServer:
         self.started = False
         self.should_exit = False
         self.failed = False
+        self._companions: list[tuple[HttpServer, list[socket.socket] | None]] = []
+
+    def add_companion(self, server: "HttpServer", sockets: list[socket.socket] | None = None) -> None:
+        """Serve `server` (without lifespan or signals of its own) on this server's loop, for as long as this one."""
+        self._companions.append((server, sockets))
 
     def run(self, sockets: list[socket.socket] | None = None) -> None:
         try:
@@ -111,6 +120,7 @@ class HttpServer:
                 except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                     pass
         state.now = loop.time()
+        companions = [self._start_companion(server, sockets) for server, sockets in self._companions]
         self.started = True
         try:
             while not self.should_exit:
@@ -122,6 +132,24 @@ class HttpServer:
                         conn.sweep(now)
         finally:
             await self._stop(servers)
+            await self._stop_companions(companions)
+            if self.lifespan is not None:
+                await self.lifespan.shutdown()
+
+    def _start_companion(self, server: "HttpServer", sockets) -> asyncio.Task:
+        task = asyncio.create_task(server.serve(sockets), name="http-companion")
+
+        def ended(task: asyncio.Task) -> None:  # a companion that fails takes this server down with it
+            if not task.cancelled() and task.exception() is not None and not self.should_exit:
+                log.error("a companion server failed: %r", task.exception())
+                self.failed = self.should_exit = True
+        task.add_done_callback(ended)
+        return task
+
+    async def _stop_companions(self, tasks: list[asyncio.Task]) -> None:
+        for server, _ in self._companions:
+            server.should_exit = True
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _exit_signal(self) -> None:
         if self.should_exit:  # a second signal: do not wait for requests in flight
@@ -143,5 +171,3 @@ class HttpServer:
                 conn.current.task.cancel()
             conn.close()
         await asyncio.sleep(0)
-        if self.lifespan is not None:
-            await self.lifespan.shutdown()

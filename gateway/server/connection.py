@@ -5,12 +5,13 @@ import asyncio
 import collections
 import email.utils
 import time
+from typing import Any
 from urllib.parse import unquote
 
 import httptools
 
-from gateway.server.cycle import Cycle
 from gateway.server import wire
+from gateway.server.cycle import Cycle
 from gateway.server.wire import ASGI, BODY_HIGH_WATER, DISCONNECT_EXTENSION, MAX_PIPELINED, Refused
 
 TASK_NAME = "http-request"
@@ -70,7 +71,7 @@ class HttpConnection(asyncio.Protocol):
 
     def __init__(self, state: ServerState, loop: asyncio.AbstractEventLoop):
         self.state, self.loop = state, loop
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set by connection_made, before any use
         self.parser = httptools.HttpRequestParser(self)
         self.server_addr = self.client_addr = None
         self.current: Cycle | None = None  # the request being answered
@@ -168,7 +169,7 @@ class HttpConnection(asyncio.Protocol):
         path = raw_path.decode("ascii")
         if raw_path.find(b"%") >= 0:
             path = unquote(path)
-        scope = {"type": "http", "asgi": ASGI, "http_version": version,
+        scope: dict[str, Any] = {"type": "http", "asgi": ASGI, "http_version": version,
                  "method": _method(parser.get_method()), "scheme": "http", "path": path,
                  "raw_path": raw_path, "query_string": query, "root_path": "",
                  "headers": self.headers, "server": self.server_addr, "client": self.client_addr}

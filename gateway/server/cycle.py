@@ -5,8 +5,17 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from gateway.server.wire import (APP_FAILED, BODY_HIGH_WATER, CONNECTION, CONTENT_LENGTH, CONTINUE, DISCONNECT,
-                                 ORDINARY, header_kind, status_line)
+from gateway.server.wire import (
+    APP_FAILED,
+    BODY_HIGH_WATER,
+    CONNECTION,
+    CONTENT_LENGTH,
+    CONTINUE,
+    DISCONNECT,
+    ORDINARY,
+    header_kind,
+    status_line,
+)
 
 log = logging.getLogger("gateway.server")
 
@@ -97,7 +106,7 @@ class Cycle:
             # The scope's extensions hold self.on_disconnect: a reference cycle (self -> scope ->
             # extensions -> bound method -> self) that only the cyclic GC would free, ten objects a
             # request. Dropping the scope lets reference counting free them at once.
-            self.scope = None
+            self.scope = None  # type: ignore[assignment]  # done with it
 
     async def receive(self) -> dict:
         if self.expect_continue:

@@ -14,8 +14,8 @@ class Lifespan:
 
     def __init__(self, app):
         self.app = app
-        self._inbox: asyncio.Queue | None = None
-        self._outbox: asyncio.Queue | None = None
+        self._inbox: asyncio.Queue = None  # made by startup(), before any use
+        self._outbox: asyncio.Queue = None
         self._task: asyncio.Task | None = None
 
     async def startup(self) -> bool:

@@ -3,7 +3,12 @@ from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers
 
 from quotas.models import (
-    LIMIT_BOUNDS, MAX_ALLOWED_MODELS, MAX_CAPACITY, MAX_MONTHLY_BUDGET_USD, MODEL_NAME_PATTERN, QuotaPolicy,
+    LIMIT_BOUNDS,
+    MAX_ALLOWED_MODELS,
+    MAX_CAPACITY,
+    MAX_MONTHLY_BUDGET_USD,
+    MODEL_NAME_PATTERN,
+    QuotaPolicy,
     QuotaSubject,
 )
 

@@ -37,10 +37,13 @@ class QuotaPolicyViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retri
         serializer.is_valid(raise_exception=True)
         limits = dict(serializer.validated_data)
         self._require_platform_admin_for_capacity(limits)
-        subject = {"api_key": self._key(limits.pop("api_key_id", None)), "user": self.tenant_member(limits.pop("user_id", None))}
+        subject = {"api_key": self._key(limits.pop("api_key_id", None)),
+                   "user": self.tenant_member(limits.pop("user_id", None))}
         if subject["api_key"] is None and subject["user"] is None:
-            raise ValidationError({"api_key_id": "The tenant-wide policy exists already; narrow this one to a key or a user."})
-        policy = services.create_quota_policy(tenant=self.get_tenant(), actor=Actor.from_request(request), **subject, **limits)
+            raise ValidationError({"api_key_id": "The tenant-wide policy exists already; "
+                                                 "narrow this one to a key or a user."})
+        policy = services.create_quota_policy(tenant=self.get_tenant(), actor=Actor.from_request(request), **subject,
+                                              **limits)
         return Response(QuotaPolicySerializer(policy).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=QuotaPolicyUpdateSerializer, responses=QuotaPolicySerializer)

@@ -45,7 +45,8 @@ class TenantCreatedSerializer(TenantSerializer):
 
 
 class TenantUpdateSerializer(serializers.Serializer):
-    """Tenant admins may rename their tenant and choose its redaction mode; region and isolation are the platform's call."""
+    """Tenant admins may rename their tenant and choose its redaction mode; region and isolation are the
+    platform's call."""
 
     name = serializers.CharField(max_length=200, required=False)
     redaction_mode = serializers.ChoiceField(choices=RedactionMode.choices, required=False)

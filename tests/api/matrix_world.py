@@ -35,8 +35,8 @@ def _inference_key(tenant, user, name):
 def _versions():
     model = registry.register_model(name="matrix-coder", family="other", actor=SYSTEM)
     made = {label: registry.create_version(model=model, version=label, artifact_uri=HF_URI, actor=SYSTEM)
-            for label in ("main", "draft", "to-publish", "to-deprecate", "to-retire")}
-    for label in ("main", "to-deprecate", "to-retire"):
+            for label in ("main", "next", "draft", "to-publish", "to-deprecate", "to-retire")}
+    for label in ("main", "next", "to-deprecate", "to-retire"):
         made[label] = registry.publish_version(made[label], actor=SYSTEM)
     made["to-retire"] = registry.deprecate_version(made["to-retire"], actor=SYSTEM)
     return SimpleNamespace(model=model, **{k.replace("-", "_"): v for k, v in made.items()})
@@ -50,6 +50,15 @@ def _deployment(tenant, version, name, instances=1):
                                 port=9000 + n, runtime_handle={"pid": 4000 + n}, ready_at=timezone.now(),
                                 log_tail=LOG_TAIL, last_health_ok=True, metrics={"num_requests_waiting": 1})
     return deployment
+
+
+def _rollout(deployment, versions):
+    """A canary of `deployment` to the next version, at its first stage."""
+    from rollouts.models import Rollout, RolloutState
+
+    return Rollout.objects.create(deployment=deployment, from_version=versions.main, to_version=versions.next,
+                                  stages=[{"weight": 0.1, "bake_seconds": 900}, {"weight": 1.0, "bake_seconds": 0}],
+                                  state=RolloutState.RAMPING, weight=0.1, stage_started_at=timezone.now())
 
 
 def build_world(alice, bob):
@@ -80,6 +89,7 @@ def build_world(alice, bob):
         # another platform admin's platform keys: one to revoke, one to rotate, one to DELETE
         platform_keys=[make_key(None, platform_ops, name=f"platform {n}").api_key for n in range(3)],
         grant=grant_permission(tenant=a, user=target_dev, perm=Perm.VIEW_AUDIT, actor=SYSTEM),
+        rollout=_rollout(_deployment(a, versions.main, "canary-a"), versions),
     )
     for tenant in (a, b):
         BudgetState.objects.create(tenant=tenant, checked_at=timezone.now())

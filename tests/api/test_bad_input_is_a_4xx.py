@@ -96,13 +96,15 @@ WRONG_TYPES = [
 ]
 
 
-@pytest.mark.parametrize("method,url,body,field", WRONG_TYPES, ids=[f"{c[1].rsplit('/', 2)[-2]}-{c[3]}-{i}" for i, c in enumerate(WRONG_TYPES)])
+@pytest.mark.parametrize("method,url,body,field", WRONG_TYPES,
+                         ids=[f"{c[1].rsplit('/', 2)[-2]}-{c[3]}-{i}" for i, c in enumerate(WRONG_TYPES)])
 def test_wrong_types_are_400_naming_the_field(owner, method, url, body, field):
     data = _assert_json_4xx(getattr(owner, method)(url, body, format="json"), 400)
     assert field in data
 
 
-@pytest.mark.parametrize("body", [[], "string", 42, [{"name": "x"}]], ids=["list", "string", "number", "list-of-objects"])
+@pytest.mark.parametrize("body", [[], "string", 42, [{"name": "x"}]],
+                         ids=["list", "string", "number", "list-of-objects"])
 def test_non_object_bodies_are_400(alice, body):
     client = bearer(alice.key)
     for method, url in _write_urls(alice):
@@ -122,7 +124,8 @@ def test_null_patch_body_changes_nothing(alice):
 
 def test_huge_page_size_is_capped(alice, owner):
     User = get_user_model()
-    users = User.objects.bulk_create(User(username=f"bulk{i}", email=f"bulk{i}@example.test") for i in range(MAX_PAGE_SIZE + 5))
+    users = User.objects.bulk_create(User(username=f"bulk{i}",
+                                          email=f"bulk{i}@example.test") for i in range(MAX_PAGE_SIZE + 5))
     Membership.objects.bulk_create(Membership(tenant=alice.tenant, user=u, role="viewer") for u in users)
     for _ in range(MAX_PAGE_SIZE + 5):
         record_event(actor=Actor.system("bulk"), action="test.bulk", tenant=alice.tenant)
@@ -139,9 +142,11 @@ def _cursor(text: str) -> str:
 BAD_QUERIES = [
     "/api/v1/tenants/?status=bogus", "/api/v1/tenants/?isolation=%00", "/api/v1/tenants/?region=%00",
     f"{T}/members/?role=bogus", f"{T}/members/?page=99999", f"{T}/members/?page=abc", f"{T}/members/?page=-1",
-    f"{T}/keys/?role=bogus", f"{T}/quotas/?api_key=abc", f"{T}/quotas/?user=1e400", f"{T}/quotas/?api_key=99999999999999999999999",
+    f"{T}/keys/?role=bogus", f"{T}/quotas/?api_key=abc", f"{T}/quotas/?user=1e400",
+    f"{T}/quotas/?api_key=99999999999999999999999",
     "/api/v1/audit/events/?since=yesterday", "/api/v1/audit/events/?since=2026-13-45T00:00:00Z",
-    "/api/v1/audit/events/?until=2026-01-01T00:00:00", "/api/v1/audit/events/?tenant=%00", "/api/v1/audit/events/?actor=%00",
+    "/api/v1/audit/events/?until=2026-01-01T00:00:00", "/api/v1/audit/events/?tenant=%00",
+    "/api/v1/audit/events/?actor=%00",
     "/api/v1/audit/events/?action=a%00", "/api/v1/audit/events/?cursor=garbage",
     "/api/v1/audit/events/?cursor=" + _cursor("p=abc"), "/api/v1/audit/events/?cursor=" + _cursor("p=" + "9" * 30),
     "/api/v1/audit/events/?cursor=" + _cursor("o=-5&p=1"), "/api/v1/audit/export?format=xml",
@@ -156,7 +161,8 @@ def test_bad_query_strings_are_4xx_json(owner, url):
 
 
 @pytest.mark.parametrize("url", [
-    f"{T}/keys/99999999999999999999999/", f"{T}/members/99999999999999999999999/", f"{T}/quotas/99999999999999999999999/",
+    f"{T}/keys/99999999999999999999999/", f"{T}/members/99999999999999999999999/",
+    f"{T}/quotas/99999999999999999999999/",
     "/api/v1/audit/events/99999999999999999999999/", f"{T}/keys/99999999999999999999999/rotate/",
 ])
 def test_out_of_range_ids_are_404_json(owner, url):
@@ -239,7 +245,8 @@ def test_each_valid_write_is_accepted_so_the_poisoned_ones_reach_the_services(po
 
 
 def test_a_poisoned_field_of_any_write_is_a_4xx_never_a_500(populated):
-    """NUL, unpaired surrogates (also inside JSON objects and as keys), numbers beyond bigint: each field of each write."""
+    """NUL, unpaired surrogates (also inside JSON objects and as keys), numbers beyond bigint: each field of each
+    write."""
     client = bearer(populated.callers["platform"])
     for method, url, body in _valid_writes(populated):
         for field, poison in _poisoned(body):
@@ -255,11 +262,13 @@ def test_a_poisoned_field_of_any_write_is_a_4xx_never_a_500(populated):
 WRONG_BODIES = [("text/plain", "name=x", 415), ("application/xml", "<name>x</name>", 415),
                 ("multipart/form-data", "--x\r\n", 400), ("application/json", b"\xff\xfe{}", 400),
                 ("application/json", "[" * 5000 + "]" * 5000, 400),
-                ("application/json", '{"a":' * 900 + "1" + "}" * 900, None), ("application/json", "[" * 950 + "]" * 950, None)]
+                ("application/json", '{"a":' * 900 + "1" + "}" * 900, None),
+                ("application/json", "[" * 950 + "]" * 950, None)]
 
 
 @pytest.mark.parametrize("content_type,raw,expected", WRONG_BODIES,
-                         ids=["text", "xml", "multipart-no-boundary", "not-utf8", "lists-5000", "objects-900", "lists-950"])
+                         ids=["text", "xml", "multipart-no-boundary", "not-utf8", "lists-5000", "objects-900",
+                              "lists-950"])
 def test_wrong_content_types_and_bodies_are_4xx_json_on_every_write(populated, content_type, raw, expected):
     client = bearer(populated.callers["platform"])
     for method, url, _ in _valid_writes(populated):
@@ -274,7 +283,8 @@ QUERY_POISONS = ["%00", "a%00b", "%ED%A0%80", "9" * 30, "-1", "2026-02-30T00:00:
 
 
 def test_a_poisoned_query_parameter_of_any_read_is_never_a_500(populated):
-    """Every query parameter the schema documents, on every GET operation, with NUL, bad UTF-8, huge numbers, bad dates."""
+    """Every query parameter the schema documents, on every GET operation, with NUL, bad UTF-8, huge numbers, bad
+    dates."""
     from tests.api.world import openapi_document
 
     client = bearer(populated.callers["platform"])
@@ -323,7 +333,8 @@ def test_a_caller_who_may_read_no_tenants_usage_gets_no_rows_not_a_500(populated
             assert response.json().get("points", response.json().get("rows")) == []
 
 
-@pytest.mark.parametrize("url", ["/api/v1/no-such-route", "/api/v1/tenants/tenant-a%00/", "/api/v1/tenants/UPPER/keys/"])
+@pytest.mark.parametrize("url",
+                         ["/api/v1/no-such-route", "/api/v1/tenants/tenant-a%00/", "/api/v1/tenants/UPPER/keys/"])
 def test_an_unknown_api_route_is_a_json_404(owner, url):
     _assert_json_4xx(owner.get(url), 404)
 

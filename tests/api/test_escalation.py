@@ -14,7 +14,6 @@ from tests.api.conftest import client_for, snapshot_tenant
 from tests.conftest import bearer
 from tests.factories import make_key, make_member, make_user
 
-
 # --- escalation: nobody grants above their own role or edits a higher-ranked member ---
 
 @pytest.fixture
@@ -31,7 +30,8 @@ def _membership(tenant, user):
 def test_admin_cannot_make_anyone_owner(alice, admin_of_a):
     dev = make_member(alice.tenant, Role.DEVELOPER)
     before = snapshot_tenant(alice.tenant)
-    invite = admin_of_a.client.post(f"{admin_of_a.url}/members/", {"email": "boss@example.test", "role": "owner"}, format="json")
+    invite = admin_of_a.client.post(f"{admin_of_a.url}/members/", {"email": "boss@example.test", "role": "owner"},
+                                    format="json")
     promote = admin_of_a.client.patch(f"{admin_of_a.url}/members/{_membership(alice.tenant, dev).pk}/",
                                       {"role": "owner"}, format="json")
     promote_self = admin_of_a.client.patch(f"{admin_of_a.url}/members/{_membership(alice.tenant, admin_of_a.user).pk}/",
@@ -63,7 +63,8 @@ def test_admin_cannot_rotate_or_revoke_an_owner_key(alice, admin_of_a):
 
 def test_admin_cannot_mint_key_above_own_role(alice, admin_of_a):
     before = snapshot_tenant(alice.tenant)
-    response = admin_of_a.client.post(f"{admin_of_a.url}/keys/", {"name": "x", "scopes": ["admin"], "role": "owner"}, format="json")
+    response = admin_of_a.client.post(f"{admin_of_a.url}/keys/", {"name": "x", "scopes": ["admin"], "role": "owner"},
+                                      format="json")
     assert response.status_code == 403
     assert snapshot_tenant(alice.tenant) == before
 
@@ -120,7 +121,8 @@ def test_member_body_cannot_choose_tenant_or_user_flags(alice, bob, admin_of_a):
         "is_superuser": True, "user_id": bob.user.pk, "status": "accepted"}, format="json")
     assert response.status_code == 201, response.content
     invitation = Invitation.objects.get(pk=response.json()["id"])
-    assert (invitation.tenant_id, invitation.email, invitation.status) == (alice.tenant.pk, "new@example.test", "pending")
+    assert (invitation.tenant_id, invitation.email, invitation.status) == (alice.tenant.pk, "new@example.test",
+                                                                           "pending")
     assert not Membership.objects.filter(user=bob.user, tenant=alice.tenant).exists()
     assert not Invitation.objects.filter(tenant=bob.tenant).exists()
 
@@ -168,7 +170,8 @@ def test_developer_mints_own_inference_key(alice, developer):
     response = developer.client.post(developer.url, {"name": "ide", "scopes": ["inference"]}, format="json")
     assert response.status_code == 201, response.content
     key = ApiKey.objects.get(pk=response.json()["id"])
-    assert (key.user_id, key.scopes, key.role, key.tenant_id) == (developer.user.pk, ["inference"], "developer", alice.tenant.pk)
+    assert (key.user_id, key.scopes, key.role, key.tenant_id) == (developer.user.pk, ["inference"], "developer",
+                                                                  alice.tenant.pk)
 
 
 def test_developer_lists_only_own_keys(alice, developer):
@@ -204,7 +207,8 @@ def deployment(alice):
     from tests.models_registry.registry_helpers import make_version
 
     version = make_version()
-    dep = Deployment.objects.create(tenant=alice.tenant, name="coder", model_version=version, runtime_backend="simulator")
+    dep = Deployment.objects.create(tenant=alice.tenant, name="coder", model_version=version,
+                                    runtime_backend="simulator")
     Instance.objects.create(deployment=dep, state="ready", endpoint_url="http://127.0.0.1:9", ready_at=timezone.now(),
                             runtime_handle={"pid": 4242}, log_tail="INFO prompt: 'def secret_sauce():'")
     return dep

@@ -48,7 +48,8 @@ def test_normal_flows_leave_no_global_permissions(alice, bob, charlie):
     client.post(f"/api/v1/tenants/{slug}/keys/{key.json()['id']}/rotate/", {}, format="json")
     client.post(f"/api/v1/tenants/{slug}/quotas/", {"user_id": member.pk, "requests_per_minute": 3}, format="json")
     staff = client_for("session", charlie.user, None)
-    assert staff.post("/api/v1/tenants/", {"slug": "fresh", "name": "Fresh", "admin_email": "o@fresh.test"}, format="json").status_code == 201
+    fresh = {"slug": "fresh", "name": "Fresh", "admin_email": "o@fresh.test"}
+    assert staff.post("/api/v1/tenants/", fresh, format="json").status_code == 201
     for user in get_user_model().objects.filter(is_superuser=False):
         assert not user.user_permissions.exists(), user
         assert not user.groups.exists(), user

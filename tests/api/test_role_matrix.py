@@ -55,8 +55,9 @@ ROWS = [
     ("tenant-detail", "GET", lambda c, w, me: c.get(f"{T}/"), "status", (200,) * 7),
     ("tenant-detail", "PATCH", lambda c, w, me: c.patch(f"{T}/", {"name": "Renamed"}, format="json"), "status",
      (200, 200, 200, 403, 403, 403, 403)),
-    ("tenant-list", "POST", lambda c, w, me: c.post("/api/v1/tenants/", {"slug": "fresh", "name": "Fresh", "admin_email": "owner@fresh.test"},
-                                                    format="json"), "status", (201,) + (403,) * 6),
+    ("tenant-list", "POST", lambda c, w, me: c.post("/api/v1/tenants/", {
+        "slug": "fresh", "name": "Fresh", "admin_email": "owner@fresh.test"}, format="json"), "status",
+     (201,) + (403,) * 6),
     # members and invitations
     ("member-list", "GET", lambda c, w, me: c.get(f"{T}/members/"), "status", (200, 200, 200, 200, 403, 200, 403)),
     ("member-detail", "GET", lambda c, w, me: c.get(f"{T}/members/{w.target_dev.pk}/"), "status",
@@ -158,7 +159,8 @@ ROWS = [
     ("deployment-routing", "PUT", lambda c, w, me: c.put(f"/api/v1/deployments/{w.dep.pk}/routing/",
                                                          {"routing_policy": "round_robin"}, format="json"), "status",
      (200, 200, 200, 403, 403, 403, 403)),
-    ("deployment-scaling-decisions", "GET", lambda c, w, me: c.get(f"/api/v1/deployments/{w.dep.pk}/scaling/decisions/"),
+    ("deployment-scaling-decisions", "GET",
+     lambda c, w, me: c.get(f"/api/v1/deployments/{w.dep.pk}/scaling/decisions/"),
      "status", (200, 200, 200, 200, 403, 200, 403)),
     ("deployment-scaling-samples", "GET", lambda c, w, me: c.get(f"/api/v1/deployments/{w.dep.pk}/scaling/samples/"),
      "status", (200, 200, 200, 200, 403, 200, 403)),
@@ -173,6 +175,22 @@ ROWS = [
     ("deployment-list", "POST", lambda c, w, me: c.post("/api/v1/deployments/", {
         "tenant": "tenant-a", "name": "new-one", "model_version": w.versions.main.pk, "runtime_backend": "simulator"},
         format="json"), "status", (201, 201, 201, 403, 403, 403, 403)),
+    # rollouts: read with the fleet, started and steered by who manages it
+    ("rollout-list", "GET", lambda c, w, me: c.get("/api/v1/rollouts/"), "status", (200, 200, 200, 200, 403, 200, 403)),
+    ("rollout-detail", "GET", lambda c, w, me: c.get(f"/api/v1/rollouts/{w.rollout.pk}/"), "status",
+     (200, 200, 200, 200, 403, 200, 403)),
+    ("rollout-list", "POST", lambda c, w, me: c.post("/api/v1/rollouts/", {
+        "deployment": w.dep.pk, "to_version": w.versions.next.pk}, format="json"), "status",
+     (201, 201, 201, 403, 403, 403, 403)),
+    ("rollout-pause", "POST", lambda c, w, me: c.post(f"/api/v1/rollouts/{w.rollout.pk}/pause/"), "status",
+     (200, 200, 200, 403, 403, 403, 403)),
+    ("rollout-resume", "POST", lambda c, w, me: c.post(f"/api/v1/rollouts/{w.rollout.pk}/resume/"), "status",
+     (200, 200, 200, 403, 403, 403, 403)),
+    ("rollout-promote", "POST", lambda c, w, me: c.post(f"/api/v1/rollouts/{w.rollout.pk}/promote/"), "status",
+     (200, 200, 200, 403, 403, 403, 403)),
+    ("rollout-roll-back", "POST", lambda c, w, me: c.post(f"/api/v1/rollouts/{w.rollout.pk}/roll-back/", {},
+                                                          format="json"), "status",
+     (200, 200, 200, 403, 403, 403, 403)),
     # the registry: read by who works with the fleet (internals: owners and admins), written by platform staff
     ("model-list", "GET", lambda c, w, me: c.get("/api/v1/models/"), "status", (200, 200, 200, 200, 403, 200, 403)),
     ("model-detail", "GET", lambda c, w, me: c.get(f"/api/v1/models/{w.versions.model.pk}/"), "status",
@@ -202,7 +220,8 @@ ROWS = [
     ("usage-breakdown", "GET", lambda c, w, me: c.get(f"{U}/breakdown"), "status", (200, 200, 200, 200, 403, 200, 403)),
     ("usage-costs", "GET", lambda c, w, me: c.get(f"{U}/costs"), "status", (200, 200, 200, 200, 403, 200, 403)),
     ("usage-budgets", "GET", lambda c, w, me: c.get(f"{U}/budgets"), "budget rows", (AB, A, A, A, 403, A, 403)),
-    ("gpu-price-list", "GET", lambda c, w, me: c.get(f"{U}/gpu-prices/"), "status", (200, 200, 200, 200, 403, 200, 403)),
+    ("gpu-price-list", "GET", lambda c, w, me: c.get(f"{U}/gpu-prices/"), "status",
+     (200, 200, 200, 200, 403, 200, 403)),
     ("gpu-price-list", "POST", lambda c, w, me: c.post(f"{U}/gpu-prices/", {"gpu_type": "H100", "hourly_usd": "2.5"},
                                                        format="json"), "status", (201,) + (403,) * 6),
     # the API's description is public
@@ -259,7 +278,7 @@ OUTCOMES = {
 
 def run_column(client, world, me) -> list:
     observed = []
-    for name, method, call, outcome, _ in ROWS:
+    for _name, _method, call, outcome, _ in ROWS:
         response = call(client, world, me)
         observed.append(OUTCOMES[outcome](response) if response.status_code == 200 else response.status_code)
     return observed

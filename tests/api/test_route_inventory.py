@@ -8,8 +8,9 @@ this file. Outcomes, by kind of route:
   included — only an identity provider's SCIM token opens them (tests/sso/test_scim.py).
 - HTML (console, admin): a redirect, with an empty body, whose chain ends at the console sign-in
   page — the page content is never sent. These pages read only the session cookie, so they get
-  the variants that put a *valid* key somewhere (HTML_VARIANTS) besides no credentials at all. `/console/logout/` is the one exception: it is POST-only,
-  so a GET is a 405 with an empty body (nothing to leak, nothing to sign out of).
+  the variants that put a *valid* key somewhere (HTML_VARIANTS) besides no credentials at all.
+  `/console/logout/` is the one exception: it is POST-only, so a GET is a 405 with an empty body
+  (nothing to leak, nothing to sign out of).
 """
 import base64
 import json
@@ -80,7 +81,8 @@ def ids(alice):
         "slug": alice.tenant.slug, "tenant_slug": alice.tenant.slug, "member-pk": member.pk,
         "api-key-pk": key.pk, "quota-pk": alice.tenant.quota_policies.first().pk, "key_id": key.pk,
         "member_id": member.pk,
-        "seq": AuditEvent.objects.filter(tenant=alice.tenant).first().seq, "pk": 1, "object_id": alice.user.pk, "id": alice.user.pk,
+        "seq": AuditEvent.objects.filter(tenant=alice.tenant).first().seq, "pk": 1, "object_id": alice.user.pk,
+        "id": alice.user.pk,
         "content_type_id": ContentType.objects.get_for_model(ApiKey).pk, "app_label": "auth", "url": "no-such-page/",
     }
 
@@ -109,8 +111,10 @@ def variants(keys):
         ("no credentials", "", {}, None),
         ("valid key as Bearer", "", {"HTTP_AUTHORIZATION": f"Bearer {valid}"}, None),  # HTML only
         ("malformed key", "", {"HTTP_AUTHORIZATION": f"Bearer {MALFORMED}"}, ""),
-        ("revoked key", "", {"HTTP_AUTHORIZATION": f"Bearer {keys['revoked']}"}, keyformat.display_prefix(keys["revoked"])),
-        ("expired key", "", {"HTTP_AUTHORIZATION": f"Bearer {keys['expired']}"}, keyformat.display_prefix(keys["expired"])),
+        ("revoked key", "", {"HTTP_AUTHORIZATION": f"Bearer {keys['revoked']}"},
+         keyformat.display_prefix(keys["revoked"])),
+        ("expired key", "", {"HTTP_AUTHORIZATION": f"Bearer {keys['expired']}"},
+         keyformat.display_prefix(keys["expired"])),
         ("?api_key=", f"api_key={valid}", {}, None),
         ("?key=", f"key={valid}", {}, None),
         ("?access_token=", f"access_token={valid}", {}, None),

@@ -23,7 +23,9 @@ from django.db import transaction
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation.meta import TestPhase
 from schemathesis.specs.openapi.checks import (
-    content_type_conformance, response_schema_conformance, status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
 )
 
 from tests.api.world import APP, build_world, one_connection, openapi_document

@@ -18,7 +18,7 @@ from apikeys.models import ApiKey
 from apikeys.scopes import Scope
 from audit.actor import Actor
 from audit.models import AuditEvent
-from fleet.models import Deployment, Instance, BuiltinRuntime
+from fleet.models import BuiltinRuntime, Deployment, Instance
 from fleet.services import create_deployment
 from models_registry.models import Model, ModelVersion
 from models_registry.services import create_version, publish_version, register_model
@@ -54,7 +54,8 @@ def one_connection():
 def build_world(alice, charlie) -> SimpleNamespace:
     """Tenant A (alice's) with one object of every kind, and a key for each kind of caller."""
     tenant = alice.tenant
-    dev, auditor = make_member(tenant, Role.DEVELOPER, make_user("dev")), make_member(tenant, Role.AUDITOR, make_user("aud"))
+    dev = make_member(tenant, Role.DEVELOPER, make_user("dev"))
+    auditor = make_member(tenant, Role.AUDITOR, make_user("aud"))
     callers = {
         "platform": make_key(None, charlie.user).raw,
         "owner": alice.key,
@@ -94,7 +95,8 @@ def _usage(tenant, version) -> None:
     now = timezone.now().replace(minute=0, second=0, microsecond=0)
     events = [{"request_id": f"fuzz-{n}", "occurred_at": now - timedelta(hours=n), "tenant": tenant,
                "model_version_id": version.pk, "api_key_prefix": "sy_fuzz", "status_code": 200, "outcome": "ok",
-               "prompt_tokens": 100, "completion_tokens": 20, "latency_ms": 400.0, "ttft_ms": 80.0} for n in range(1, 4)]
+               "prompt_tokens": 100, "completion_tokens": 20, "latency_ms": 400.0, "ttft_ms": 80.0}
+              for n in range(1, 4)]
     record_usage_batch(events)
     roll_up_hours(now - timedelta(hours=4), now, now=timezone.now())
     roll_up_day(now.replace(hour=0) - timedelta(days=1), now=timezone.now())

@@ -84,7 +84,8 @@ def test_rotation_with_zero_grace_retires_the_old_key_at_once(alice):
     minted = services.rotate_api_key(old.api_key, grace_seconds=0, actor=SYSTEM)
     assert not _works(old.raw) and _works(minted.raw)
     new = minted.api_key
-    assert (new.tenant, new.user, new.role, new.scopes) == (alice.tenant, alice.user, old.api_key.role, old.api_key.scopes)
+    assert (new.tenant, new.user, new.role, new.scopes) == (alice.tenant, alice.user, old.api_key.role,
+                                                            old.api_key.scopes)
 
 
 def test_rotation_keeps_an_earlier_expiry(alice):
@@ -161,5 +162,6 @@ def test_key_of_a_demoted_owner_acts_with_the_lower_role(alice):
     membership = dana.memberships.get(tenant=alice.tenant)
     assert bearer(alice.key).patch(f"{members}{membership.pk}/", {"role": "viewer"}, format="json").status_code == 200
     assert bearer(raw).post(members, {"email": "fay@a.test", "role": "viewer"}, format="json").status_code == 403
-    assert bearer(raw).post(_keys_url(alice.tenant), {"name": "x", "scopes": ["admin"]}, format="json").status_code == 403
+    assert bearer(raw).post(_keys_url(alice.tenant), {"name": "x", "scopes": ["admin"]},
+                            format="json").status_code == 403
     assert bearer(raw).get(members).status_code == 200  # a viewer may still read

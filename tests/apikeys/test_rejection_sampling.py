@@ -18,7 +18,8 @@ def sampling(settings):
 
 
 def rejection_rows():
-    return list(AuditEvent.objects.filter(action="auth.api_key_rejected").order_by("seq").values_list("after", flat=True))
+    rows = AuditEvent.objects.filter(action="auth.api_key_rejected").order_by("seq")
+    return list(rows.values_list("after", flat=True))
 
 
 def test_repeats_of_one_bad_key_are_counted_not_recorded(db, sampling):

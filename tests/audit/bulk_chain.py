@@ -42,7 +42,8 @@ def _insert(rows: list[dict], per_statement: int = 500) -> None:
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per_statement):
             part = rows[start:start + per_statement]
-            cursor.execute(f"INSERT INTO audit_auditevent ({', '.join(COLUMNS)}) VALUES {', '.join([one_row] * len(part))}",
+            values = ", ".join([one_row] * len(part))
+            cursor.execute(f"INSERT INTO audit_auditevent ({', '.join(COLUMNS)}) VALUES {values}",
                            [value for row in part for value in _params(row)])
 
 

@@ -19,6 +19,7 @@ import audit.services as audit
 import fleet.services as fleet
 import models_registry.services as registry
 import quotas.services as quotas
+import rollouts.services as rollouts
 import sso.services as sso
 import tenants.services as tenants
 import usage.services as usage
@@ -63,6 +64,8 @@ NOT_AUDITED = {
                           "(fleet.deployment.autoscale.up) is audited",
     "usage.set_budget_state:recheck": "the month-to-date figures of a recheck; entering or leaving "
                                       "over-budget is audited (usage.set_budget_state)",
+    "rollouts.record_evaluation": "the latest gate figures, every few seconds (observation); the transitions "
+                                  "they cause are audited with them",
 }
 
 
@@ -121,14 +124,15 @@ def build_world(model_root: Path) -> SimpleNamespace:
     instance = Instance.objects.create(deployment=deployment, state="ready", endpoint_url="http://127.0.0.1:9/",
                                        port=9, ready_at=timezone.now())
     ScalingPolicy.objects.create(deployment=deployment, enabled=False)
+    rollouts_by_state = _rollouts(model, versions)
     for name in ("coder", "tiny-coder"):
         (model_root / name).mkdir()
     return SimpleNamespace(tenant=tenant, owner=owner, dev=dev, keys=keys, policy=policy, invitation=invitation,
                            link_invitation=link_invitation, grant=grant, scim_user=scim_user,
-                           scim_group=scim_group,
-                           guest=make_user("guest"), staff=make_user("root-ops", staff=True),
-                           dev_membership=dev.memberships.get(tenant=tenant), model=model,
-                           versions=versions, deployment=deployment, instance=instance, model_root=model_root)
+                           scim_group=scim_group, staff=make_user("root-ops", staff=True),
+                           guest=make_user("guest"), dev_membership=dev.memberships.get(tenant=tenant), model=model,
+                           versions=versions, deployment=deployment, instance=instance, model_root=model_root,
+                           rollouts=rollouts_by_state)
 
 
 def _usage_event(w, request_id="req-audit-1") -> dict:
@@ -144,6 +148,26 @@ def _over_budget(w, over=True):
 def _issue_manifest(w):
     builder = ManifestBuilder(fmt="jsonl", filters={})
     return audit.issue_manifest(builder, actor=ACTOR)
+
+
+def _rollouts(model, versions: dict) -> dict:
+    """A rollout in each state that services act on, each of its own deployment, to a second published version."""
+    from fleet.models import Deployment
+    from models_registry.models import ModelVersion
+    from rollouts.models import Rollout
+
+    target = ModelVersion.objects.create(model=model, version="published-2", artifact_uri="coder", status="published",
+                                         max_context=1024)
+    found = {"target": target}
+    for state in ("pending", "ramping", "paused", "promoted"):
+        deployment = Deployment.objects.create(name=f"coder-{state}", runtime_backend="simulator",
+                                               model_version=target if state == "promoted" else versions["published"])
+        found[state] = Rollout.objects.create(
+            deployment=deployment, from_version=versions["published"], to_version=target, state=state,
+            stages=[{"weight": 0.1, "bake_seconds": 0}, {"weight": 1.0, "bake_seconds": 0}],
+            stage_started_at=None if state == "pending" else timezone.now(), weight=0.0 if state == "pending" else 0.1,
+            promoted_at=timezone.now() if state == "promoted" else None)
+    return found
 
 
 # name -> (call with the world, the actions it must append in order). A name with ":" is a second case of
@@ -183,7 +207,8 @@ CASES = {
         actor=ACTOR), ["scim.group_save", "member.update"]),
     "sso.scim_delete_group": (lambda w: sso.scim_delete_group(w.scim_group, provider=SSO_PROVIDER, actor=ACTOR),
                               ["scim.group_delete"]),
-    "tenants.update_tenant": (lambda w: tenants.update_tenant(w.tenant, name="Renamed", actor=ACTOR), ["tenant.update"]),
+    "tenants.update_tenant": (lambda w: tenants.update_tenant(w.tenant, name="Renamed", actor=ACTOR),
+                              ["tenant.update"]),
     "tenants.set_tenant_status": (lambda w: tenants.set_tenant_status(w.tenant, "suspended", actor=ACTOR),
                                   ["tenant.suspend"]),
     "tenants.delete_tenant": (lambda w: tenants.delete_tenant(w.tenant, actor=ACTOR), ["tenant.delete"]),
@@ -238,6 +263,8 @@ CASES = {
                                  ["fleet.deployment.scaling_policy"]),
     "fleet.apply_scaling_decision": (lambda w: _scaled(w), ["fleet.deployment.autoscale.up"]),
     "fleet.request_wake": (lambda w: fleet.request_wake(w.deployment.pk), []),
+    "fleet.set_routing_policy": (lambda w: fleet.set_routing_policy(w.deployment, routing_policy="round_robin",
+                                                                    actor=ACTOR), ["fleet.deployment.routing_policy"]),
     "models_registry.register_model": (lambda w: registry.register_model(name="new-model", actor=ACTOR),
                                        ["model.register"]),
     "models_registry.update_model": (lambda w: registry.update_model(w.model, description="Writes code.", actor=ACTOR),
@@ -263,5 +290,26 @@ CASES = {
     "usage.record_usage_batch": (lambda w: usage.record_usage_batch([_usage_event(w)]), []),
     "usage.mark_hours_stale": (lambda w: usage.mark_hours_stale([timezone.now() - timedelta(days=30)]), []),
     "usage.record_feedback": (lambda w: usage.record_feedback("req-audit-1", True, tenant=w.tenant), []),
+    "rollouts.start_rollout": (lambda w: rollouts.start_rollout(w.deployment, to_version=w.rollouts["target"],
+                                                                actor=ACTOR), ["rollout.start"]),
+    "rollouts.begin_ramping": (lambda w: rollouts.begin_ramping(w.rollouts["pending"], baseline={}, actor=ACTOR),
+                               ["rollout.ramp"]),
+    "rollouts.advance_rollout": (lambda w: rollouts.advance_rollout(w.rollouts["ramping"], figures={}, actor=ACTOR),
+                                 ["rollout.advance"]),
+    "rollouts.pause_rollout": (lambda w: rollouts.pause_rollout(w.rollouts["ramping"], actor=ACTOR),
+                               ["rollout.pause"]),
+    "rollouts.resume_rollout": (lambda w: rollouts.resume_rollout(w.rollouts["paused"], actor=ACTOR),
+                                ["rollout.resume"]),
+    "rollouts.promote_rollout": (lambda w: rollouts.promote_rollout(w.rollouts["ramping"], actor=ACTOR),
+                                 ["rollout.promote"]),
+    "rollouts.roll_back_rollout": (lambda w: rollouts.roll_back_rollout(w.rollouts["ramping"], actor=ACTOR),
+                                   ["rollout.roll_back"]),
+    "rollouts.roll_back_rollout:promoted": (lambda w: rollouts.roll_back_rollout(w.rollouts["promoted"],
+                                                                                 actor=ACTOR), ["rollout.start"]),
+    "rollouts.retire_previous_version": (lambda w: rollouts.retire_previous_version(w.rollouts["promoted"],
+                                                                                    actor=ACTOR),
+                                         ["rollout.retire_previous"]),
+    "rollouts.record_evaluation": (lambda w: rollouts.record_evaluation(w.rollouts["ramping"], {"verdict": "wait"}),
+                                   []),
 }
 AUDITED = sorted(name for name, (_, expected) in CASES.items() if expected)

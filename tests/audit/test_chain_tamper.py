@@ -1,4 +1,5 @@
-"""Any change to stored audit rows or to the signed head makes `audit_verify` fail, naming the first row that does not hold.
+"""Any change to stored audit rows or to the signed head makes `audit_verify` fail, naming the first row that does
+not hold.
 
 Each scenario is first refused by the database's guards where this backend has them, then done
 anyway with the guards off (as a database superuser, or with the SQLite file in hand).
@@ -12,8 +13,7 @@ from django.core.management import CommandError, call_command
 
 from audit.chain import GENESIS_HASH, head_message
 from audit.models import AuditChainHead, AuditEvent
-from tests.audit.tampering import (BOTH, POSTGRES_ONLY, forged, make_chain, rehash_from, sql, tamper,
-                                   write_head)
+from tests.audit.tampering import BOTH, POSTGRES_ONLY, forged, make_chain, rehash_from, sql, tamper, write_head
 
 pytestmark = pytest.mark.django_db
 
@@ -116,7 +116,8 @@ SCENARIOS = {
     "row-rewritten-with-every-later-hash-recomputed": (lambda c: _rewrite_row_3_and_rehash(), BOTH, 6,
                                                        "signed chain head"),
     "head-moved-to-a-forged-tail-without-the-key": (
-        lambda c: _rewrite_and_move_head(lambda last: AuditChainHead.objects.get(pk=1).signature), BOTH, 7, "signature"),
+        lambda c: _rewrite_and_move_head(lambda last: AuditChainHead.objects.get(pk=1).signature), BOTH, 7,
+        "signature"),
     "head-re-signed-with-a-wrong-key": (
         lambda c: _rewrite_and_move_head(lambda last: _sign_with_another_key(head_message(6, last.hash))), BOTH, 7,
         "signature"),

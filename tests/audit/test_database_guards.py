@@ -12,12 +12,22 @@ from audit.chain import GENESIS_HASH, head_message, sign
 from audit.models import AuditChainHead, AuditEvent
 from audit.services import record_event
 from tests.audit.bulk_chain import bulk_chain
-from tests.audit.tampering import (ON_POSTGRES, assert_refused, forged, make_chain, maintenance, roll_back_to,
-                                   saved_head, sql, write_head)
+from tests.audit.tampering import (
+    ON_POSTGRES,
+    assert_refused,
+    forged,
+    maintenance,
+    make_chain,
+    roll_back_to,
+    saved_head,
+    sql,
+    write_head,
+)
 from tests.factories import SYSTEM
 
 pytestmark = pytest.mark.django_db
-postgres_only = pytest.mark.skipif(not ON_POSTGRES, reason="a PostgreSQL trigger (SQLite has no TRUNCATE, no session switch)")
+postgres_only = pytest.mark.skipif(not ON_POSTGRES,
+                                   reason="a PostgreSQL trigger (SQLite has no TRUNCATE, no session switch)")
 # The test connection has the maintenance switch on (tests/conftest.py): every head guard must hold either way.
 MAINTENANCE = pytest.mark.parametrize("with_maintenance", [False, True] if ON_POSTGRES else [False],
                                       ids=lambda on: f"maintenance-{'on' if on else 'off'}")
@@ -184,7 +194,8 @@ GRANT SELECT, UPDATE ON audit_auditchainhead TO {role};
 
 @pytest.fixture
 def as_app_role():
-    """Run the block as a fresh role holding only the documented grants (created and dropped in the test's transaction)."""
+    """Run the block as a fresh role holding only the documented grants (created and dropped in the test's
+    transaction)."""
     from contextlib import contextmanager
 
     from tests.audit.tampering import is_superuser
@@ -218,7 +229,7 @@ def test_the_least_privilege_role_appends_but_cannot_rewrite_or_switch_the_guard
             "disable-the-triggers": "ALTER TABLE audit_auditevent DISABLE TRIGGER USER",
             "as-a-replica": "SET LOCAL session_replication_role = replica",
         }
-        for name, statement in attempts.items():
+        for statement in attempts.values():
             with pytest.raises(DatabaseError, match="permission denied|must be owner|append-only"), \
                     transaction.atomic():
                 maintenance(True)

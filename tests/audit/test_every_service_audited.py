@@ -20,8 +20,16 @@ from audit.models import AuditChainHead, AuditEvent
 from audit.services import record_event
 from quotas.models import QuotaPolicy
 from tenants.models import Tenant
-from tests.audit.service_cases import (ACTOR, AUDITED, CASES, NOT_AUDITED, READ_ONLY, build_world, public_functions,
-                                       service_modules)
+from tests.audit.service_cases import (
+    ACTOR,
+    AUDITED,
+    CASES,
+    NOT_AUDITED,
+    READ_ONLY,
+    build_world,
+    public_functions,
+    service_modules,
+)
 
 
 @pytest.fixture
@@ -133,7 +141,8 @@ FAILING = {
         w.invitation, user=w.dev, actor=ACTOR),
     "demote-last-owner": lambda w: tenants.services.change_member_role(
         w.owner.memberships.get(tenant=w.tenant), "admin", actor=ACTOR),
-    "remove-last-owner": lambda w: tenants.services.remove_member(w.owner.memberships.get(tenant=w.tenant), actor=ACTOR),
+    "remove-last-owner": lambda w: tenants.services.remove_member(w.owner.memberships.get(tenant=w.tenant),
+                                                                  actor=ACTOR),
     "create_api_key-no-name": lambda w: apikeys.services.create_api_key(tenant=w.tenant, name="", scopes=["inference"],
                                                                         actor=ACTOR),
     "rotate-revoked": lambda w: apikeys.services.rotate_api_key(w.keys[2].api_key, actor=ACTOR),

@@ -87,7 +87,8 @@ def test_a_forged_issue_record_breaks_the_record_of_manifests_even_with_the_key(
         event.save(force_insert=True)
         write_head(4, event.hash)  # signed with the real key
     tamper(append_forged_issue, refused_on=())
-    with pytest.raises(CommandError, match="first bad seq: 4; row 4 records a manifest that does not follow manifest #1"):
+    with pytest.raises(CommandError,
+                       match="first bad seq: 4; row 4 records a manifest that does not follow manifest #1"):
         call_command("audit_verify")
 
 

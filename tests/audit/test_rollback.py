@@ -17,8 +17,16 @@ from audit.chain import GENESIS_HASH
 from audit.models import AuditChainHead, AuditEvent
 from audit.tasks import verify_chain_task
 from audit.verify import verify_trail
-from tests.audit.tampering import (ON_POSTGRES, maintenance, make_chain, roll_back_to, saved_head,
-                                   sql, tamper, write_head)
+from tests.audit.tampering import (
+    ON_POSTGRES,
+    maintenance,
+    make_chain,
+    roll_back_to,
+    saved_head,
+    sql,
+    tamper,
+    write_head,
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,5 @@
-"""The witness: every committed head reaches a file and/or an HTTP endpoint outside the database, off the request path."""
+"""The witness: every committed head reaches a file and/or an HTTP endpoint outside the database, off the request
+path."""
 import json
 import os
 import subprocess

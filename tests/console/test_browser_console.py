@@ -117,7 +117,7 @@ def test_budget_bars_are_named_and_a_duplicate_price_is_a_form_error(page_for, l
     assert bar.get_attribute("value") == "100.0"
     expect(page.get_by_role("row", name=re.compile("tenant-b"))).to_contain_text("Over budget")
     page.goto(f"{live_server.url}{reverse('console:prices')}")
-    for attempt in range(2):
+    for _attempt in range(2):
         page.get_by_label("GPU type").fill("B200")
         page.get_by_label("Price per hour (USD)").fill("6.25")
         page.get_by_label("Effective from (UTC)").fill("2030-01-01T00:00")
@@ -183,7 +183,8 @@ PAGES = [("overview", "console:home", ()), ("tenants", "console:tenants", ()),
 
 def budgets_prices_and_quotas(world) -> dict:
     """What the budget, price and quota pages show: a tenant near and one over budget, prices, a key quota."""
-    from datetime import datetime, timezone as dt_timezone
+    from datetime import datetime
+    from datetime import timezone as dt_timezone
     from decimal import Decimal
 
     from fleet.models import Deployment

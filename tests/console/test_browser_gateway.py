@@ -1,7 +1,8 @@
 """Traffic sent through the real gateway shows up on the overview's default view, the usage chart and the
 cost table at once, before any rollup has run, and the same after it."""
 import time
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from decimal import Decimal
 
 import httpx
@@ -40,7 +41,8 @@ def world(audit_head, world):
 
     # A transactional test's flush removes the migration's example prices; CPU engines need one.
     if not GpuPrice.objects.filter(gpu_type__iexact="cpu").exists():
-        set_gpu_price("cpu", Decimal("0.04"), unit="cpu_core", effective_from=datetime(2000, 1, 1, tzinfo=dt_timezone.utc),
+        set_gpu_price("cpu", Decimal("0.04"), unit="cpu_core",
+                      effective_from=datetime(2000, 1, 1, tzinfo=dt_timezone.utc),
                       actor=SYSTEM)
     return world
 

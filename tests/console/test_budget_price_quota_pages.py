@@ -1,5 +1,6 @@
 """Budgets, GPU prices and key / member quotas in the console: who opens what, writes through services, form errors."""
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from decimal import Decimal
 
 import pytest

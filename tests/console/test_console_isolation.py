@@ -2,8 +2,9 @@
 
 Every route that names a tenant's object (a slug, a deployment, an instance, a member, a key, a quota
 policy, an invitation) answers B's object exactly as one that does not exist — 404, or 403 for a
-platform-only action refused before anything is looked up — whatever the method; every list page shows nothing of B. Routes are walked from the URL configuration, so a
-new one is covered without editing this file (the registry is platform-wide: it has nothing of B's).
+platform-only action refused before anything is looked up — whatever the method; every list page shows nothing
+of B. Routes are walked from the URL configuration, so a new one is covered without editing this file (the
+registry is platform-wide: it has nothing of B's).
 """
 import re
 from datetime import timedelta

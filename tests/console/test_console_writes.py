@@ -63,7 +63,8 @@ def test_tenant_b_urls_are_404_for_a_tenant_a_owner(world, login):
     posts = [reverse("console:member-add", args=["tenant-b"]), reverse("console:quota-update", args=["tenant-b"]),
              reverse("console:member-role", args=["tenant-b", bob_membership.pk]),
              reverse("console:member-remove", args=["tenant-b", bob_membership.pk]),
-             reverse("console:scale", args=[world.dep_b.pk]), reverse("console:deployment-delete", args=[world.dep_b.pk]),
+             reverse("console:scale", args=[world.dep_b.pk]),
+             reverse("console:deployment-delete", args=[world.dep_b.pk]),
              reverse("console:scaling", args=[world.dep_b.pk]),
              reverse("console:instance-action", args=[world.dep_b.pk, world.dep_b.instances.get().pk, "drain"])]
     for url in posts:
@@ -83,7 +84,8 @@ def test_members_are_managed_within_ones_rank(world, login):
     assert Membership.objects.get(pk=member.pk).role == "viewer"
     client.post(reverse("console:member-remove", args=["tenant-a", member.pk]))
     assert not Membership.objects.filter(pk=member.pk).exists()
-    denied = login("erin").post(reverse("console:member-add", args=["tenant-a"]), {"email": "z@example.test", "role": "viewer"})
+    denied = login("erin").post(reverse("console:member-add", args=["tenant-a"]),
+                                {"email": "z@example.test", "role": "viewer"})
     assert denied.status_code == 403
 
 
@@ -126,8 +128,9 @@ def test_fleet_actions_need_the_admin_role(world, login):
 
 
 def test_autoscaling_is_set_from_the_deployment_page_and_shown_there(world, login):
-    from fleet.models import DemandSample, ScalingDecision
     from django.utils import timezone
+
+    from fleet.models import DemandSample, ScalingDecision
 
     policy = {"enabled": "on", "queue_per_instance": 4, "kv_cache_usage": 0.9, "ttft_p95_slo_ms": "",
               "up_window_seconds": 20, "low_water_per_instance": 1, "idle_window_seconds": 300,
@@ -152,7 +155,8 @@ def test_autoscaling_is_set_from_the_deployment_page_and_shown_there(world, logi
 
 def test_instances_endpoint_reports_progress(world, login):
     data = login("alice").get(reverse("console:instances-json", args=[world.dep_a.pk])).json()
-    assert data["summary"]["ready"] == 1 and data["instances"][0]["queue"] == 2 and data["instances"][0]["kv_cache"] == 25.0
+    instance = data["instances"][0]
+    assert data["summary"]["ready"] == 1 and instance["queue"] == 2 and instance["kv_cache"] == 25.0
 
 
 def test_registry_writes_are_platform_only(world, login):

@@ -10,7 +10,8 @@ OPERATIONAL = ["console:tenants", "console:fleet", "console:models", "console:us
 def pages(world) -> dict[str, str]:
     return {
         "overview": reverse("console:home"), "tenants": reverse("console:tenants"),
-        "tenant-a": reverse("console:tenant", args=["tenant-a"]), "tenant-b": reverse("console:tenant", args=["tenant-b"]),
+        "tenant-a": reverse("console:tenant", args=["tenant-a"]),
+        "tenant-b": reverse("console:tenant", args=["tenant-b"]),
         "keys": reverse("console:keys"), "fleet": reverse("console:fleet"),
         "deployment-a": reverse("console:deployment", args=[world.dep_a.pk]),
         "deployment-b": reverse("console:deployment", args=[world.dep_b.pk]),
@@ -83,8 +84,8 @@ def test_developer_sees_only_their_own_keys(world, login):
 
 
 def test_audit_pages_show_only_the_users_tenants(world, login):
-    from tests.factories import SYSTEM
     from audit.services import record_event
+    from tests.factories import SYSTEM
 
     record_event(actor=SYSTEM, action="tests.only_b", tenant=world.b)
     assert "tests.only_b" not in login("dave").get(reverse("console:audit")).content.decode()

@@ -33,7 +33,8 @@ def test_usage_page_shows_rolled_up_traffic_and_cost_per_tenant(world, login):
     html = login("alice").get(reverse("console:usage")).content.decode()
     assert 'id="cost-table"' in html and "tenant-a" in html and "tenant-b" not in html
     assert "console-coder@" in html  # usage by model version
-    rows = list(csv.reader(io.StringIO(login("alice").get(reverse("console:usage") + "?format=csv").getvalue().decode())))
+    export = login("alice").get(reverse("console:usage") + "?format=csv").getvalue().decode()
+    rows = list(csv.reader(io.StringIO(export)))
     assert rows[0][0] == "tenant" and [r[0] for r in rows[1:]] == ["tenant-a"] and rows[1][1] == "18"
     everyone = login("charlie").get(reverse("console:usage") + "?format=csv").getvalue().decode()
     assert "tenant-a" in everyone and "tenant-b" in everyone

@@ -8,7 +8,8 @@ import yaml
 from tests.deploy.conftest import CHART, NAMESPACE, VALUES, all_containers, named, objects, pod_spec
 
 SECRET_SETTINGS = {"SECRET_KEY", "SWITCHYARD_KEY_PEPPER", "SWITCHYARD_AUDIT_SIGNING_KEY", "DATABASE_URL",
-                   "REDIS_URL", "SWITCHYARD_GATEWAY_REDIS_URL", "SWITCHYARD_AUDIT_WITNESS_URL"}
+                   "REDIS_URL", "SWITCHYARD_GATEWAY_REDIS_URL", "SWITCHYARD_AUDIT_WITNESS_URL",
+                   "SWITCHYARD_METRICS_TOKEN"}
 COMPONENTS = ("console", "gateway", "worker", "beat")
 GATEWAY_LABELS = {"app.kubernetes.io/name": "switchyard", "app.kubernetes.io/instance": "switchyard",
                   "app.kubernetes.io/component": "gateway"}
@@ -66,7 +67,8 @@ def test_with_an_existing_secret_migrations_run_before_install(rendered):
     job = named(rendered["production"], "Job", "switchyard-migrate")
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
     account = named(rendered["production"], "ServiceAccount", "switchyard-migrate")
-    assert account["metadata"]["annotations"]["helm.sh/hook-weight"] < job["metadata"]["annotations"]["helm.sh/hook-weight"]
+    weight = "helm.sh/hook-weight"
+    assert account["metadata"]["annotations"][weight] < job["metadata"]["annotations"][weight]
 
 
 def test_only_the_worker_gets_a_service_account_token(docs):
@@ -179,6 +181,35 @@ def test_console_and_gateway_are_probed_on_healthz(docs):
     host = console["readinessProbe"]["httpGet"]["httpHeaders"] == [{"name": "Host", "value": "localhost"}]
     allowed = named(docs, "ConfigMap", "switchyard")["data"]["ALLOWED_HOSTS"].split(",")
     assert host and "localhost" in allowed  # else Django answers the kubelet 400 (DisallowedHost)
+
+
+def test_gateway_metrics_have_their_own_port_apart_from_the_public_one(docs):
+    gateway = deployment(docs, "gateway")
+    container = pod_spec(gateway)["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"http": 8001, "metrics": 9101}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["SWITCHYARD_GATEWAY_METRICS_PORT"] == "9101"
+    assert env["SWITCHYARD_GATEWAY_METRICS_HOST"] == "0.0.0.0"  # the pod's address: Prometheus scrapes it there
+    for probe in ("readinessProbe", "livenessProbe"):  # probes stay on the public port's /healthz
+        assert container[probe]["httpGet"] == {**container[probe]["httpGet"], "path": "/healthz", "port": "http"}
+    annotations = gateway["spec"]["template"]["metadata"]["annotations"]
+    assert (annotations["prometheus.io/port"], annotations["prometheus.io/path"]) == ("9101", "/metrics")
+    service = named(docs, "Service", "switchyard-gateway")
+    assert {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"]} == {
+        "http": (8001, "http"), "metrics": (9101, "metrics")}
+
+
+def test_only_the_allowed_peers_reach_the_gateway_metrics_port(rendered):
+    policy = named(rendered["default"], "NetworkPolicy", "switchyard-gateway")
+    rules = {tuple(p["port"] for p in rule["ports"]): rule.get("from") for rule in policy["spec"]["ingress"]}
+    assert rules[(8001,)] is None  # the public port: from anywhere
+    assert rules[(9101,)] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    for name in ("production", "trial"):
+        ingress = objects(rendered[name], "Ingress")
+        backends = [path["backend"]["service"]["port"] for i in ingress for rule in i["spec"]["rules"]
+                    for path in rule["http"]["paths"]]
+        assert all(port == {"name": "http"} for port in backends)
 
 
 def test_the_hpa_owns_gateway_replicas_only_when_enabled(rendered):

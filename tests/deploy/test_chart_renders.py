@@ -57,7 +57,7 @@ def test_production_values_render_what_production_needs(rendered):
 
 
 def test_a_secret_setting_in_config_stops_the_render(helm):
-    for name in ("DATABASE_URL", "SWITCHYARD_KEY_PEPPER", "SECRET_KEY_FILE"):
+    for name in ("DATABASE_URL", "SWITCHYARD_KEY_PEPPER", "SECRET_KEY_FILE", "SWITCHYARD_METRICS_TOKEN"):
         done = helm("template", "x", str(CHART), "--set", f"config.{name}=oops", check=False)
         assert done.returncode != 0
         assert f"config.{name} is a secret setting" in done.stderr

@@ -138,7 +138,8 @@ class FakeKubernetes:
         obj = json.loads(json.dumps(body))
         meta = obj["metadata"]
         if existing is not None:
-            meta["uid"], meta["creationTimestamp"] = existing["metadata"]["uid"], existing["metadata"]["creationTimestamp"]
+            meta["uid"] = existing["metadata"]["uid"]
+            meta["creationTimestamp"] = existing["metadata"]["creationTimestamp"]
             if "status" in existing:
                 obj["status"] = existing["status"]
         else:
@@ -166,7 +167,8 @@ class FakeKubernetes:
     def _start_group(self, lws: dict) -> None:
         template = lws["spec"]["leaderWorkerTemplate"]
         ns, name = lws["metadata"]["namespace"], lws["metadata"]["name"]
-        owner = [{"apiVersion": lws["apiVersion"], "kind": "LeaderWorkerSet", "name": name, "uid": lws["metadata"]["uid"]}]
+        owner = [{"apiVersion": lws["apiVersion"], "kind": "LeaderWorkerSet", "name": name,
+                  "uid": lws["metadata"]["uid"]}]
         for index in range(template["size"]):
             role = template["leaderTemplate"] if index == 0 else template["workerTemplate"]
             pod_name = f"{name}-0" if index == 0 else f"{name}-0-{index}"

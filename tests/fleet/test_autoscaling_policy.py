@@ -1,5 +1,7 @@
 """The scaling policy is a pure function: property tests over rules, signals and clocks (no servers)."""
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from fleet.autoscaling.policy import Rules, Sample, Situation, decide
 
@@ -103,16 +105,22 @@ def test_a_signal_oscillating_around_a_threshold_moves_nothing(replicas, amplitu
     policy = Rules(min_replicas=1, max_replicas=8, queue_per_instance=8.0, low_water_per_instance=1.0,
                    up_window_seconds=20, idle_window_seconds=60, cooldown_up_seconds=30, cooldown_down_seconds=90,
                    sample_interval_seconds=INTERVAL)
-    around_up = lambda t: ((8.0 * replicas + (amplitude if int(t / INTERVAL / period) % 2 else -amplitude)), 0.0)
+    def around_up(t):
+        return (8.0 * replicas + (amplitude if int(t / INTERVAL / period) % 2 else -amplitude)), 0.0
+
+    def around_low(t):
+        return 0.0, replicas * (1.0 + (0.5 if int(t / INTERVAL / period) % 2 else -0.5))
+
     assert simulate(policy, around_up, start=replicas) == []
-    around_low = lambda t: (0.0, replicas * (1.0 + (0.5 if int(t / INTERVAL / period) % 2 else -0.5)))
     assert simulate(policy, around_low, start=replicas) == []
 
 
 def test_a_burst_scales_up_in_steps_and_idle_brings_it_back_down_one_at_a_time():
     policy = Rules(min_replicas=1, max_replicas=6, queue_per_instance=8.0, up_window_seconds=20,
                    idle_window_seconds=60, cooldown_up_seconds=30, cooldown_down_seconds=90, max_step=2)
-    burst = lambda t: (100.0, 10.0) if 100 <= t < 400 else (0.0, 0.1)
+    def burst(t):
+        return (100.0, 10.0) if 100 <= t < 400 else (0.0, 0.1)
+
     decisions = simulate(policy, burst, seconds=1500)
     ups = [d for _, d in decisions if d.action == "up"]
     downs = [d for _, d in decisions if d.action == "down"]

@@ -26,7 +26,8 @@ def tenant_policy(tenant) -> QuotaPolicy:
 
 def test_the_overcommitting_call_is_refused_with_the_limit_named(staff_client, published_version):
     """The issue's call: a shared pool with min 21 and a warm pool of 18."""
-    response = staff_client.post(URL, {"name": "pool", "model_version": published_version.pk, "runtime_backend": "local",
+    response = staff_client.post(URL,
+                                 {"name": "pool", "model_version": published_version.pk, "runtime_backend": "local",
                                 "min_replicas": 21, "warm_pool_size": 18}, format="json")
     assert response.status_code == 400, response.content
     assert "SWITCHYARD_FLEET_MAX_REPLICAS_PER_DEPLOYMENT" in response.json()["min_replicas"][0]
@@ -45,13 +46,15 @@ def test_scaling_past_the_per_deployment_cap_is_400(settings, alice, published_v
 def test_a_tenant_cannot_pass_the_platform_instance_quota_across_deployments(settings, alice, published_version):
     settings.SWITCHYARD_FLEET_MAX_INSTANCES_PER_TENANT = 5
     client = bearer(alice.key)
-    assert client.post(URL, spec(published_version, alice.tenant, name="a", max_replicas=3), format="json").status_code == 201
+    assert client.post(URL, spec(published_version, alice.tenant, name="a", max_replicas=3),
+                       format="json").status_code == 201
     response = client.post(URL, spec(published_version, alice.tenant, name="b", max_replicas=3), format="json")
     assert response.status_code == 400
     assert response.json()["max_replicas"] == [
         "Tenant tenant-a may hold at most 5 instances (the platform limit SWITCHYARD_FLEET_MAX_INSTANCES_PER_TENANT); "
         "its other deployments may already hold 3, so this one can have at most 2 max_replicas."]
-    assert client.post(URL, spec(published_version, alice.tenant, name="b", max_replicas=2), format="json").status_code == 201
+    assert client.post(URL, spec(published_version, alice.tenant, name="b", max_replicas=2),
+                       format="json").status_code == 201
 
 
 def test_platform_admins_set_a_tenants_quota_and_its_own_admins_cannot_raise_it(alice, staff_client, published_version):
@@ -98,7 +101,8 @@ def test_a_tenant_over_a_lowered_quota_can_still_scale_down(settings, alice, pub
 def test_the_console_deploy_form_flashes_the_limit(settings, alice, published_version, client):
     settings.SWITCHYARD_FLEET_MAX_REPLICAS_PER_DEPLOYMENT = 2
     client.force_login(alice.user)
-    page = client.post("/console/fleet/deploy", {"tenant": alice.tenant.slug, "name": "c", "runtime_backend": "simulator",
+    page = client.post("/console/fleet/deploy",
+                       {"tenant": alice.tenant.slug, "name": "c", "runtime_backend": "simulator",
                                                  "model_version": published_version.pk, "min_replicas": 1,
                                                  "max_replicas": 3, "warm_pool_size": 0, "gpu_type": ""}, follow=True)
     assert "At most 2 replicas per deployment" in page.content.decode()

@@ -11,7 +11,7 @@ import pytest
 
 from audit.actor import Actor
 from fleet import services
-from fleet.models import Instance, BuiltinRuntime
+from fleet.models import BuiltinRuntime, Instance
 from fleet.runtime import capacity, processes
 from fleet.runtime.capacity import GIB, MIB
 from fleet.runtime.local import LocalBackend
@@ -45,7 +45,8 @@ def host_for_two(settings, tiny_coder):
     need = LocalBackend().need(Instance(deployment=deployment))
     host = capacity.observe()
     held = sum(e.holds_bytes for e in host.engines)
-    if host.memory_available - RESERVE_MB * MIB - sum(e.still_to_allocate for e in host.engines) < 2 * need.memory_bytes:
+    to_allocate = sum(e.still_to_allocate for e in host.engines)
+    if host.memory_available - RESERVE_MB * MIB - to_allocate < 2 * need.memory_bytes:
         pytest.skip("this host has not the memory for two real engines right now")
     settings.SWITCHYARD_HOST_MEMORY_MB = (RESERVE_MB * MIB + held + int(2.5 * need.memory_bytes)) // MIB
     settings.SWITCHYARD_HOST_CPUS = int(sum(e.admitted.cpus for e in host.engines)) + 8  # memory is the limit here

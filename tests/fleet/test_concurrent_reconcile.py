@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 
 from fleet import reconcile
-from fleet.models import Deployment, Instance, BuiltinRuntime
+from fleet.models import BuiltinRuntime, Deployment, Instance
 from tests.fleet.conftest import engine_pids, make_version
 
 pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks need PostgreSQL")

@@ -16,7 +16,8 @@ from tests.fleet.fake_backends import BOOKS, RecordingBackend, configured
 
 S = InstanceState
 # Two connections at once (and a flush past the registry's triggers) need a server database: CI runs them.
-server_database = pytest.mark.skipif(connection.vendor != "postgresql", reason="two connections at once need PostgreSQL")
+server_database = pytest.mark.skipif(connection.vendor != "postgresql",
+                                     reason="two connections at once need PostgreSQL")
 
 
 @pytest.fixture

@@ -30,7 +30,8 @@ ENGINE_PYTHON = Path(settings.SWITCHYARD_ENGINE_PYTHON)
 
 pytestmark = [
     pytest.mark.vllm,
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="the worker process needs a shared PostgreSQL test DB"),
+    pytest.mark.skipif(connection.vendor != "postgresql",
+                       reason="the worker process needs a shared PostgreSQL test DB"),
     pytest.mark.skipif(not ENGINE_PYTHON.exists(), reason="no .venv-engine (make engine)"),
 ]
 

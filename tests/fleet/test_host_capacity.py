@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from fleet import services
-from fleet.models import Instance, BuiltinRuntime
+from fleet.models import BuiltinRuntime, Instance
 from fleet.runtime import capacity, get_backend
 from fleet.runtime.base import NoCapacity
 from fleet.runtime.capacity import GIB, MIB, EngineUse, Host, Need

@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from fleet import health, reconcile
 from fleet.install import current_install, engine_owner, namespace_for
-from fleet.models import Deployment, Install, Instance, BuiltinRuntime
+from fleet.models import BuiltinRuntime, Deployment, Install, Instance
 from fleet.runtime import get_backend, processes
 from fleet.states import InstanceState
 from tests.fleet.conftest import NAMESPACE

@@ -46,7 +46,8 @@ def validate(obj: dict) -> None:
 def k8s_deployment(tenant=None, **fields) -> Deployment:
     fields.setdefault("min_replicas", 0)
     fields.setdefault("max_replicas", 3)
-    return Deployment.objects.create(tenant=tenant, name=f"k-{Deployment.objects.count()}", model_version=make_version(),
+    return Deployment.objects.create(tenant=tenant, name=f"k-{Deployment.objects.count()}",
+                                     model_version=make_version(),
                                      runtime_backend="kubernetes", **fields)
 
 
@@ -57,7 +58,7 @@ def scale(deployment: Deployment, replicas: int) -> None:
 
 @pytest.mark.django_db
 def test_scaling_0_3_1_applies_exactly_the_expected_objects(kube, staff_client):
-    tenant = make_tenant("acme")
+    make_tenant("acme")
     created = staff_client.post("/api/v1/deployments/", {
         "tenant": "acme", "name": "coder", "model_version": make_version().pk, "runtime_backend": "kubernetes",
         "min_replicas": 0, "max_replicas": 3, "gpu_type": "nvidia-l4", "region": "eu-west-1"}, format="json")

@@ -16,14 +16,15 @@ import pytest
 from django.db import connection
 
 from fleet import health, reconcile, services, stopping
-from fleet.models import Deployment, Instance, BuiltinRuntime
+from fleet.models import BuiltinRuntime, Deployment, Instance
 from fleet.states import LIVE_STATES, InstanceState
 from fleet.transitions import FLEET
 from tests.fleet.conftest import engine_pids, make_version
 
 S = InstanceState
 SECONDS = float(os.environ.get("SWITCHYARD_TEST_FLEET_STRESS_SECONDS", "20"))
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks need PostgreSQL")]
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks need PostgreSQL")]
 
 
 def may_have_an_engine(row) -> bool:
@@ -85,7 +86,8 @@ def test_interleaved_fleet_work_never_exceeds_the_desired_count(settings):
         for instance in Instance.objects.filter(deployment=deployment, state__in=[S.DRAINING, S.FAILED]):
             (stopping.drain_step if instance.state == S.DRAINING else stopping.clean_up_failed)(instance.pk)
 
-    steps = [lambda: reconcile.reconcile_deployment(deployment.pk), lambda: reconcile.reconcile_deployment(deployment.pk),
+    steps = [lambda: reconcile.reconcile_deployment(deployment.pk),
+             lambda: reconcile.reconcile_deployment(deployment.pk),
              lambda: health.check_all(), stop_work, reconcile.sweep_orphans, admin]
     threads = [threading.Thread(target=loop, args=(stop, errors, step)) for step in steps]
     for thread in threads:

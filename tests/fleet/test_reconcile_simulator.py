@@ -4,7 +4,7 @@ import signal
 
 from audit.models import AuditEvent
 from fleet import reconcile, services
-from fleet.models import Deployment, Instance, BuiltinRuntime
+from fleet.models import BuiltinRuntime, Deployment, Instance
 from fleet.runtime import get_backend
 from fleet.states import InstanceState
 from fleet.transitions import FLEET

@@ -53,6 +53,7 @@ def test_reconcile_promotes_a_warm_instance_without_starting_a_new_serving_one(s
 @pytest.mark.django_db
 def test_a_warm_instances_time_is_costed_as_warm_idle_capacity():
     from datetime import timedelta
+
     from django.utils import timezone
 
     from fleet.models import WarmSpan

@@ -2,7 +2,7 @@
 import pytest
 
 from audit.models import AuditEvent
-from fleet.models import Deployment, Instance, BuiltinRuntime
+from fleet.models import BuiltinRuntime, Deployment, Instance
 from fleet.states import ALLOWED_TRANSITIONS, InstanceState, InvalidTransition, check_transition
 from fleet.transitions import transition_instance, try_transition
 

@@ -97,7 +97,8 @@ def installs(tmp_path):
         for install in started:
             install.close()
         for install in started:
-            print(f"--- {install.name} worker log ---\n" + (tmp_path / f"{install.name}-worker.log").read_text()[-3000:])
+            worker_log = (tmp_path / f"{install.name}-worker.log").read_text()[-3000:]
+            print(f"--- {install.name} worker log ---\n" + worker_log)
         leaked = {pid: cmd for install in started for pid, cmd in leftovers(install).items()}
         for pid in leaked:
             os.kill(pid, signal.SIGKILL)
@@ -180,7 +181,8 @@ def test_two_installs_side_by_side_never_adopt_or_stop_each_others_engines(insta
                 install.do("scale", name=name, replicas=1)
         if not any(deployed[install.name].values()):
             install.do("deploy", name="last", replicas=1)
-    settled = {i.name: wait_until(lambda i=i: ready_everywhere(i, 1), lambda i=i: f"{i.name} to settle: {i.do('snapshot')}")
+    settled = {i.name: wait_until(lambda i=i: ready_everywhere(i, 1),
+                                  lambda i=i: f"{i.name} to settle: {i.do('snapshot')}")
                for i in installs}
     for install, other in ((first, second), (second, first)):
         assert_only_own_engines(install, other)

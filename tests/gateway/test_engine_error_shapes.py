@@ -40,7 +40,8 @@ def test_token_events_pass_through_untouched_and_counted():
 @pytest.mark.parametrize("status, body, expected", [
     (400, b'{"error": {"message": "m", "type": "BadRequestError", "param": "body.temperature", "code": 400}}',
      (400, "invalid_request", "m", "temperature")),
-    (400, b'{"error": {"message": "m", "param": "not a field name", "code": 400}}', (400, "invalid_request", "m", None)),
+    (400, b'{"error": {"message": "m", "param": "not a field name", "code": 400}}',
+     (400, "invalid_request", "m", None)),
     (400, b'{"object": "error", "message": "old", "type": "BadRequestError", "param": null, "code": 400}',
      (400, "invalid_request", "old", None)),
     (400, b'{"error": "just a string"}', (400, "invalid_request", "just a string", None)),

@@ -24,7 +24,8 @@ def _records(tenant_id: int) -> list[RequestRecord]:
     served.take_usage({"prompt_tokens": 120, "completion_tokens": 30, "prompt_tokens_details": {"cached_tokens": 64}})
     overclaimed = RequestRecord("overclaimed", "completions", tenant_id=tenant_id, model_name="tiny-coder",
                                 status_code=200, outcome="ok")
-    overclaimed.take_usage({"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 99}})
+    overclaimed.take_usage({"prompt_tokens": 10, "completion_tokens": 5,
+                            "prompt_tokens_details": {"cached_tokens": 99}})
     cached = RequestRecord("cached", "chat", tenant_id=tenant_id, model_name="tiny-coder", status_code=200,
                            outcome="ok", cache_hit=True)
     cached.mark_first_byte()

@@ -46,7 +46,8 @@ def test_observe_done_exposes_what_the_public_api_exposes(monkeypatch):
     fast, reference = GatewayMetrics(), GatewayMetrics()
     for _round in range(2):  # the second round hits the cached series
         for record, latency in _records():
-            monkeypatch.setattr(metrics_module.time, "monotonic", lambda: latency)  # record.started is 0
+            # record.started is 0
+            monkeypatch.setattr(metrics_module.time, "monotonic", lambda latency=latency: latency)
             fast.observe_done(record)
             _reference_observe_done(reference, record)
     assert _exposition(fast) == _exposition(reference)
@@ -88,3 +89,44 @@ def test_queue_wait_and_placements_expose_what_the_public_api_exposes():
         fast.observe_placement(home)
         (reference.affinity_home if home else reference.affinity_spill).inc()
     assert _exposition(fast) == _exposition(reference)
+
+
+# `--workers` mode: prometheus_client chooses multiprocess values at import, so each way runs in a process
+# of its own with its own directory (as each gateway worker does), and the merged expositions are compared.
+_MULTIPROCESS_RUN = """
+import sys, time
+from gateway.metering.metrics import GatewayMetrics
+from tests.gateway import test_metrics_done as t
+metrics = GatewayMetrics()
+assert metrics.multiprocess_dir
+for _round in range(2):
+    for record, latency in t._records():
+        time.monotonic = lambda latency=latency: latency  # record.started is 0
+        if sys.argv[1] == "fast":
+            metrics.observe_done(record)
+        else:
+            t._reference_observe_done(metrics, record)
+for seconds in (0.0, 0.3, 200.0):
+    metrics.observe_queue_wait(seconds) if sys.argv[1] == "fast" else metrics.queue_wait.observe(seconds)
+sys.stdout.write("\\n".join(t._exposition(metrics)))
+"""
+
+
+def test_in_multiprocess_mode_observe_done_exposes_what_the_public_api_exposes(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from bench._procs import REPO_ROOT
+
+    outputs = []
+    for way in ("fast", "reference"):
+        directory = tmp_path / way
+        directory.mkdir()
+        done = subprocess.run([sys.executable, "-c", _MULTIPROCESS_RUN, way], cwd=REPO_ROOT, timeout=120,
+                              capture_output=True, text=True, check=True,
+                              env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)})
+        outputs.append(sorted(done.stdout.splitlines()))  # the merge's order of series follows its file listing
+    assert outputs[0] == outputs[1]
+    text = "\n".join(outputs[0])
+    assert "switchyard_gateway_ttft_seconds_bucket" in text and "switchyard_gateway_queue_wait_seconds_count" in text

@@ -10,8 +10,15 @@ import subprocess
 import pytest
 
 from gateway.errors import GatewayError
-from gateway.pipeline.payload import (COMPLETIONS_DEFAULT_MAX_TOKENS, DEFAULT_COMPLETION_RESERVE, MAX_CHOICES,
-                                      MAX_PROMPTS, NON_TEXT_PART_TOKENS, parse_payload, request_work)
+from gateway.pipeline.payload import (
+    COMPLETIONS_DEFAULT_MAX_TOKENS,
+    DEFAULT_COMPLETION_RESERVE,
+    MAX_CHOICES,
+    MAX_PROMPTS,
+    NON_TEXT_PART_TOKENS,
+    parse_payload,
+    request_work,
+)
 from simulator.tokenizer import render_chat, tokenize
 from tests.processes import ENGINE_PYTHON, REPO_ROOT
 
@@ -54,7 +61,8 @@ def test_the_length_is_read_as_vllm_reads_it():
 
 
 @pytest.mark.parametrize("fields, code", [
-    ({"n": 0}, "invalid_n"), ({"n": MAX_CHOICES + 1}, "invalid_n"), ({"n": "2"}, "invalid_n"), ({"n": True}, "invalid_n"),
+    ({"n": 0}, "invalid_n"), ({"n": MAX_CHOICES + 1}, "invalid_n"), ({"n": "2"}, "invalid_n"),
+    ({"n": True}, "invalid_n"),
     ({"n": 2.0}, "invalid_n"), ({"best_of": 0}, "invalid_best_of"), ({"best_of": "3"}, "invalid_best_of"),
     ({"n": 3, "best_of": 2}, "invalid_best_of"), ({"prompt": ["p"] * (MAX_PROMPTS + 1)}, "invalid_prompt"),
 ])
@@ -98,7 +106,8 @@ def cases(seed: int = 13, count: int = 160) -> list[tuple[str, dict]]:
             out.append(("chat", chat(*texts(rng, rng.randint(1, 40)), role=rng.choice(["user", "system", "tool"]))))
         elif shape == 1:
             parts = [{"type": "text", "text": t} for t in texts(rng, rng.randint(1, 6))]
-            out.append(("chat", {"messages": [{"role": "user", "content": parts}, {"role": "assistant", "content": ""}]}))
+            out.append(("chat",
+                        {"messages": [{"role": "user", "content": parts}, {"role": "assistant", "content": ""}]}))
         elif shape == 2:
             out.append(("completions", {"prompt": (texts(rng, 1)[0] or "x")}))
         elif shape == 3:

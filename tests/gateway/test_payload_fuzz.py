@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gateway.errors import GatewayError
 from gateway.pipeline.dedup import cache_key, cacheable
@@ -19,8 +20,16 @@ from gateway.pipeline.feedback import parse_feedback
 from gateway.pipeline.payload import max_tokens, parse_payload, prompt_sample, request_work, upstream_body, wants_usage
 from gateway.pipeline.redaction import redact_body, redact_prefix
 from gateway.routing.policies.keys import prefix_key
-from tests.gateway.payload_strategies import (FIELD_NAMES, MESSAGE_FIELDS, PART_KEYS, chat_bodies, completion_bodies,
-                                              is_openai_error, raw_bodies, values)
+from tests.gateway.payload_strategies import (
+    FIELD_NAMES,
+    MESSAGE_FIELDS,
+    PART_KEYS,
+    chat_bodies,
+    completion_bodies,
+    is_openai_error,
+    raw_bodies,
+    values,
+)
 
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

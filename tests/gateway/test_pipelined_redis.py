@@ -9,7 +9,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from gateway.clients.pipelined_redis import PipelinedRedis, encode_command, parse_reply
 from gateway.limits.admission import ADMIT, SETTLE, FailurePolicy, LimiterConfig, Outcome, RateLimiter
-from tests.gateway.ratelimit_helpers import SLOW_WINDOW, admission, tenant, redis_url
+from tests.gateway.ratelimit_helpers import SLOW_WINDOW, admission, redis_url, tenant
 
 URL = redis_url()
 needs_redis = pytest.mark.skipif(URL is None, reason="needs Redis: set REDIS_URL or run one on 127.0.0.1:6379")
@@ -31,7 +31,7 @@ def test_commands_encode_and_replies_parse_in_pieces():
     reply, end = parse_reply(bytearray(data), 0)
     assert reply == [1, None, b"ab\r\nc", [b"OK"]]
     assert isinstance(parse_reply(bytearray(data), end)[0], NoScriptError)
-    with pytest.raises(Exception):  # cut anywhere inside a reply: incomplete, never a wrong value
+    with pytest.raises(Exception):  # noqa: B017  cut anywhere inside a reply: incomplete, never a wrong value
         parse_reply(bytearray(data[:20]), 0)
 
 
@@ -182,7 +182,7 @@ def test_integer_arrays_parse_whole_and_anything_else_falls_back():
     assert reply == [1, b"ok"]
     assert parse_reply(data, end) == ([], len(data))
     for cut in range(1, 30):  # an integer array cut anywhere: incomplete, never a short answer
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017  any error will do: never a value
             parse_reply(bytearray(data[:cut]), 0)
 
 

@@ -5,7 +5,8 @@ from collections import Counter, deque
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.routing.policies import Endpoint, PolicyName, RouteRequest, get_policy
 from gateway.routing.policies.prefix_affinity import INFLIGHT_HEADROOM, SHARE_HEADROOM, load_bound

@@ -12,8 +12,19 @@ import pytest
 import redis
 
 from gateway.clients.pipelined_redis import PipelinedRedis, encode_command
-from gateway.limits.admission import (ADMIT, ADMIT_TOGETHER, SETTLE, LimiterConfig, Limits, Outcome, RateLimiter,
-                                      Subject, SubjectKind, _packed_together, month_bounds)
+from gateway.limits.admission import (
+    ADMIT,
+    ADMIT_TOGETHER,
+    SETTLE,
+    LimiterConfig,
+    Limits,
+    Outcome,
+    RateLimiter,
+    Subject,
+    SubjectKind,
+    _packed_together,
+    month_bounds,
+)
 from tests.gateway.ratelimit_helpers import admission, redis_url, tenant
 from tests.gateway.test_ratelimit_settle_together import NOW_US, at_time, state
 

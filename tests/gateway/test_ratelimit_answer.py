@@ -12,8 +12,18 @@ import time
 import pytest
 import redis
 
-from gateway.limits.admission import (ADMIT, Admission, LimiterConfig, LimitKind, Limits, RateLimiter, Subject,
-                                      SubjectKind, _headers, make_client)
+from gateway.limits.admission import (
+    ADMIT,
+    Admission,
+    LimiterConfig,
+    LimitKind,
+    Limits,
+    RateLimiter,
+    Subject,
+    SubjectKind,
+    _headers,
+    make_client,
+)
 from tests.gateway.ratelimit_helpers import admission, redis_url, tenant
 
 URL = redis_url()

@@ -66,7 +66,8 @@ def test_a_budget_counts_at_least_its_floor(prefix):
 
 def test_last_months_floor_does_not_count(prefix):
     async def steps(limiter):
-        return (await limiter.admit(admission(key_budget(1000, 1000, month="1999-01"), prompt=50, max_tokens=50))).allowed
+        budget = key_budget(1000, 1000, month="1999-01")
+        return (await limiter.admit(admission(budget, prompt=50, max_tokens=50))).allowed
     assert run(prefix, steps) is True
 
 

@@ -6,10 +6,18 @@ import socket
 import pytest
 
 from gateway.limits.admission import (
-    ADMIT, FailurePolicy, LimiterConfig, LimitKind, Limits, Outcome, RateLimiter, Subject,
-    SubjectKind, make_client,
+    ADMIT,
+    FailurePolicy,
+    LimiterConfig,
+    LimitKind,
+    Limits,
+    Outcome,
+    RateLimiter,
+    Subject,
+    SubjectKind,
+    make_client,
 )
-from tests.gateway.ratelimit_helpers import admission, tenant, admit_many, admit_many_in_process, redis_url
+from tests.gateway.ratelimit_helpers import admission, admit_many, admit_many_in_process, redis_url, tenant
 
 URL = redis_url()
 pytestmark = pytest.mark.skipif(URL is None, reason="needs Redis: set REDIS_URL or run one on 127.0.0.1:6379")

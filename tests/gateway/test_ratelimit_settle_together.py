@@ -10,8 +10,18 @@ import pytest
 import redis
 
 from gateway.clients.pipelined_redis import PipelinedRedis, encode_command
-from gateway.limits.admission import (ADMIT, SETTLE, SETTLE_TOGETHER, LimiterConfig, Limits, RateLimiter, Subject,
-                                      SubjectKind, _packed_together, month_bounds)
+from gateway.limits.admission import (
+    ADMIT,
+    SETTLE,
+    SETTLE_TOGETHER,
+    LimiterConfig,
+    Limits,
+    RateLimiter,
+    Subject,
+    SubjectKind,
+    _packed_together,
+    month_bounds,
+)
 from tests.gateway.ratelimit_helpers import admission, redis_url, tenant
 
 URL = redis_url()
@@ -43,7 +53,8 @@ def admitted_and_settlements(r: redis.Redis, prefix: str):
         request.request_id = f"req-{i}"
         plan = limiter._plan(request, NOW_US / 1e6)
         numbers = (request.worst_case_tokens, 0, 0, 0)
-        assert r.eval(at_time(ADMIT, NOW_US + i), len(plan.keys), *plan.keys, *plan.argv(request.request_id, numbers))[0]
+        assert r.eval(at_time(ADMIT, NOW_US + i), len(plan.keys), *plan.keys,
+                      *plan.argv(request.request_id, numbers))[0]
         settlements.append((plan.settlement, request.request_id, (request.worst_case_tokens, 0, spent, 0)))
     return settlements
 

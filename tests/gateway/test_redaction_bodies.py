@@ -100,7 +100,8 @@ def test_a_string_among_numbers_is_still_found():
 
 def test_non_text_parts_and_media_are_scanned_too():
     parts = [{"type": "image_url", "image_url": {"url": f"https://b.s3.amazonaws.com/a.png?X-Amz-Credential={AWS}"}},
-             {"type": "input_audio", "input_audio": {"data": AWS, "format": "wav"}}, {"type": "refusal", "refusal": AWS}]
+             {"type": "input_audio", "input_audio": {"data": AWS, "format": "wav"}},
+             {"type": "refusal", "refusal": AWS}]
     result = redact_body({"messages": [{"role": "user", "content": parts}]})
     assert result.counts == {"aws_access_key": 3}
 

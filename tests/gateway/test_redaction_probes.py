@@ -3,10 +3,18 @@ import re
 from collections import Counter
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from gateway.pipeline.redaction import (GENERIC_ASSIGNMENT, PATTERNS, SHORT_TEXT, _SECRET_NAME, _keyword_matches,
-                                        kinds_present, redact_text)
+from gateway.pipeline.redaction import (
+    _SECRET_NAME,
+    GENERIC_ASSIGNMENT,
+    PATTERNS,
+    SHORT_TEXT,
+    _keyword_matches,
+    kinds_present,
+    redact_text,
+)
 
 ANCHORS = [(pattern, anchor) for pattern in PATTERNS for anchor in pattern.anchors]
 
@@ -76,7 +84,8 @@ def reference_generic(text):
     return spans
 
 
-NAMES = [n for n in NAME_PIECES[:12] if n != "passw"] + ["db_password", "GITHUB_TOKEN", "x_access_key_id", "secretoken", "Client_Secret"]
+NAMES = [n for n in NAME_PIECES[:12] if n != "passw"] + ["db_password", "GITHUB_TOKEN", "x_access_key_id", "secretoken",
+                                                         "Client_Secret"]
 ASSIGNMENTS = st.tuples(st.sampled_from(NAMES + ["name", ""]), st.sampled_from([" = ", ": ", "=>", "=", " := ", " "]),
                         st.sampled_from(["'Xk9mQ2vL8pZr4Tw7'", "aB3dE5gH7jK9mN1p", "short", "os.environ['X']", ""]))
 

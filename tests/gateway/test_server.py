@@ -7,8 +7,16 @@ import time
 import pytest
 
 from gateway.server import HttpServer
-from tests.gateway.server_helpers import (Running, closed_by_server, echo, post, read_all, read_response,
-                                          recording_reader, wait_for_disconnect)
+from tests.gateway.server_helpers import (
+    Running,
+    closed_by_server,
+    echo,
+    post,
+    read_all,
+    read_response,
+    recording_reader,
+    wait_for_disconnect,
+)
 from tests.processes import free_port
 
 

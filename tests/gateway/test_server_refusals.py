@@ -7,8 +7,16 @@ import time
 
 import pytest
 
-from tests.gateway.server_helpers import (Running, closed_by_server, echo, post, read_all, read_response,
-                                          recording_reader, wait_for_disconnect)
+from tests.gateway.server_helpers import (
+    Running,
+    closed_by_server,
+    echo,
+    post,
+    read_all,
+    read_response,
+    recording_reader,
+    wait_for_disconnect,
+)
 
 H = b"POST /r HTTP/1.1\r\nhost: x\r\n"
 
@@ -36,7 +44,8 @@ def refusal_of(sock, buffer=None) -> tuple[int, dict]:
     (H + b"transfer-encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 501, "unsupported_transfer_encoding"),
     (H + b"transfer-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 501,
      "unsupported_transfer_encoding"),
-    (b"POST /r HTTP/1.0\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 400, "invalid_transfer_encoding"),
+    (b"POST /r HTTP/1.0\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 400,
+     "invalid_transfer_encoding"),
     (H + b"transfer-encoding: chunked\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n", 400, "malformed_request"),
     (H + b"transfer-encoding: chunked\r\ncontent-length: 5\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 400, "malformed_request"),
     (H + b"content-length: 5\r\ncontent-length: 6\r\n\r\nhello!", 400, "malformed_request"),

@@ -255,7 +255,8 @@ def responses(data: bytes) -> tuple[list[str], bool]:
             return statuses, False
         lines = head.split(b"\r\n")
         statuses.append(lines[0].split()[1].decode())
-        fields = {name.strip().lower(): value.strip() for name, _, value in (line.partition(b":") for line in lines[1:])}
+        fields = {name.strip().lower(): value.strip() for name, _,
+                  value in (line.partition(b":") for line in lines[1:])}
         if b"content-length" in fields:
             size = int(fields[b"content-length"])
             if len(rest) < size:

@@ -27,11 +27,12 @@ def _say(**fields) -> None:
 
 def churn(seconds: str) -> None:
     """Ten audited instance changes a second on a deployment of its own (create, then start, ready, drain…)."""
+    from django.db import transaction
+
     from fleet.models import Deployment, Instance
     from fleet.reconcile import _create_instance
     from fleet.transitions import transition_instance
     from models_registry.models import Model, ModelVersion
-    from django.db import transaction
 
     version = ModelVersion.objects.create(model=Model.objects.create(name="churn-model"), version="v1",
                                           artifact_uri="bench/churn")

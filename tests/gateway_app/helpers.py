@@ -20,6 +20,7 @@ from audit.services import record_event
 from tests.factories import SYSTEM
 from tests.processes import free_port, start_simulator
 
+
 @dataclass
 class SimulatorProcess:
     """A real `python -m simulator` engine in its own process group (tests/processes.py)."""
@@ -41,26 +42,29 @@ class SimulatorProcess:
 class GatewayServer:
     """The gateway app served by gateway.server in a thread of the test process (same settings and DB)."""
 
-    def __init__(self, app, server, thread: threading.Thread, port: int):
+    def __init__(self, app, server, thread: threading.Thread, port: int, metrics_port: int):
         self.app, self.server, self.thread = app, server, thread
         self.url = f"http://127.0.0.1:{port}"
+        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"  # its own listener, as `python -m gateway`
 
     @classmethod
     def start(cls, **overrides) -> "GatewayServer":
-        from gateway.__main__ import body_limits
+        from gateway.__main__ import body_limits, metrics_listener_socket, metrics_server
         from gateway.app import build_app
         from gateway.server import HttpServer
 
         overrides.setdefault("usage_flush_seconds", 0.2)
         # A spool of its own: nothing one test's gateway spooled is replayed into another test's database.
         overrides.setdefault("usage_spool_dir", tempfile.mkdtemp(prefix="switchyard-test-spool-"))
-        run = uuid.uuid4().hex[:8]
-        overrides.setdefault("limits_prefix", f"sy:test:{run}")  # counters of this test only
-        overrides.setdefault("dedup_prefix", f"sy:test:{run}:dedup")  # and its cached answers
+        # Keys scoped as an install of this test only: counters and cached answers start empty.
+        overrides.setdefault("redis_scope", f"test-{uuid.uuid4().hex[:8]}")
+        overrides.setdefault("redis_url", redis_url_for_tests())
         app = build_app(**overrides)
         port = free_port()
         server = HttpServer(app, host="127.0.0.1", port=port, install_signals=False,  # as `python -m gateway`
                             **body_limits())
+        metrics_socket = metrics_listener_socket("127.0.0.1", 0)
+        server.add_companion(metrics_server(app), [metrics_socket])
         thread = threading.Thread(target=server.run, daemon=True, name=f"gateway-{port}")
         thread.start()
         deadline = time.monotonic() + 20
@@ -68,7 +72,13 @@ class GatewayServer:
             if time.monotonic() > deadline or not thread.is_alive():
                 raise RuntimeError("the gateway did not start")
             time.sleep(0.01)
-        return cls(app, server, thread, port)
+        return cls(app, server, thread, port, metrics_socket.getsockname()[1])
+
+    def metrics(self, **headers) -> str:
+        """The metrics listener's exposition (raises on an error status)."""
+        response = httpx.get(self.metrics_url, headers=headers, timeout=10)
+        response.raise_for_status()
+        return response.text
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -107,6 +117,55 @@ class GatewayServer:
         return httpx.post(self.url + path, headers=headers, timeout=kwargs.pop("timeout", 30), **send, **kwargs)
 
 
+_session_redis: list = []  # a redis-server this test session started, when no other answered
+
+
+def redis_url_for_tests() -> str:
+    """The gateway's Redis in tests: the settings' (REDIS_URL in CI), else a local one on 6379 (db 14),
+    else a redis-server of this session's own on a free port (stopped at exit), else none."""
+    from django.conf import settings
+
+    from tests.gateway.ratelimit_helpers import redis_url
+
+    found = settings.SWITCHYARD_GATEWAY_REDIS_URL or redis_url()
+    if found or shutil.which("redis-server") is None:
+        return found or ""
+    if not _session_redis:
+        import atexit
+
+        import redis
+
+        from bench._procs import stop
+
+        port = free_port()
+        proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no"], stdout=subprocess.DEVNULL, start_new_session=True)
+        atexit.register(stop, proc)
+        url, deadline = f"redis://127.0.0.1:{port}/0", time.monotonic() + 20
+        while not _pings(redis.Redis.from_url(url)) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _session_redis.append(url)
+    return _session_redis[0]
+
+
+def _pings(client) -> bool:
+    import redis
+
+    try:
+        return client.ping()
+    except redis.ConnectionError:
+        return False
+    finally:
+        client.close()
+
+
+def limits_prefix(server: "GatewayServer") -> str:
+    """`sy:<scope>:rl`: where this test gateway keeps its counters."""
+    from controlplane.redis_keys import LIMITS, part_prefix
+
+    return part_prefix(server.app.config.redis_scope, LIMITS)
+
+
 def make_model_version(name: str, **fields):
     """A version row (draft: SQLite's flush between transactional tests may delete only drafts)."""
     from models_registry.models import Model, ModelVersion
@@ -118,7 +177,7 @@ def make_model_version(name: str, **fields):
 
 def add_deployment(version, *, tenant, name: str, urls: list[str], **fields):
     """An active deployment with one ready instance per URL, committed and audited like the service does."""
-    from fleet.models import Deployment, Instance, BuiltinRuntime
+    from fleet.models import BuiltinRuntime, Deployment, Instance
     from fleet.states import InstanceState
 
     fields.setdefault("runtime_backend", BuiltinRuntime.SIMULATOR)

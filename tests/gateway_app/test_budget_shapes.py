@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from quotas.services import create_quota_policy
 from tests.factories import SYSTEM
 from tests.gateway_app.conftest import inference_key, wait_for
-from tests.gateway_app.helpers import add_deployment, make_model_version, usage_rows
+from tests.gateway_app.helpers import add_deployment, limits_prefix, make_model_version, usage_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "budget-coder"
@@ -81,11 +81,9 @@ def billed(ids: list[str]) -> int:
 
 
 def redis_used(server, key_id: int) -> int:
-    from django.conf import settings as django_settings
-
-    client = redis.Redis.from_url(django_settings.SWITCHYARD_GATEWAY_REDIS_URL)
+    client = redis.Redis.from_url(server.app.config.redis_url)
     try:
-        found = [k for k in client.scan_iter(f"{server.app.config.limits_prefix}:*:key:{key_id}:monthly_tokens:*")
+        found = [k for k in client.scan_iter(f"{limits_prefix(server)}:*:key:{key_id}:monthly_tokens:*")
                  if not k.endswith(b":r")]
         return sum(int(client.hget(k, "used") or 0) for k in found)
     finally:

@@ -106,7 +106,7 @@ def hold_primary(server, key: str, max_tokens: int = 20) -> threading.Thread:
 
 
 def metrics(server) -> str:
-    return httpx.get(server.url + "/metrics", timeout=10).text
+    return server.metrics()
 
 
 @pytest.fixture

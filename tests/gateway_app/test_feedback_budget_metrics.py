@@ -46,7 +46,8 @@ def test_bad_feedback_bodies_are_400(served):
     key = served.alice.key.raw
     rid = "0" * 32
     cases = [(b"not json", "invalid_json"), (b"[1]", "invalid_body"),
-             ({"accepted": True}, "invalid_request_id"), ({"request_id": "x" * 65, "accepted": True}, "invalid_request_id"),
+             ({"accepted": True}, "invalid_request_id"),
+             ({"request_id": "x" * 65, "accepted": True}, "invalid_request_id"),
              ({"request_id": "abc", "accepted": True}, "invalid_request_id"),
              ({"request_id": "\x00", "accepted": True}, "invalid_request_id"),  # was a 500 on PostgreSQL
              (b'{"request_id": "\\ud800", "accepted": true}', "invalid_json"),
@@ -58,10 +59,10 @@ def test_bad_feedback_bodies_are_400(served):
 
 
 def test_a_tenant_over_its_money_budget_gets_429_naming_it(served):
-    from usage.budgets import over_reason
-    from usage.services import set_budget_state
     from quotas.models import QuotaPolicy
     from quotas.services import update_quota_policy
+    from usage.budgets import over_reason
+    from usage.services import set_budget_state
 
     policy = QuotaPolicy.objects.get(tenant=served.alice.tenant, api_key=None, user=None)
     policy = update_quota_policy(policy, actor=SYSTEM, monthly_budget_usd=Decimal("5"))
@@ -94,7 +95,7 @@ def test_prefix_affinity_placements_are_counted(served):
         response = served.gateway.post("/v1/completions", served.alice.key.raw, BODY,
                                        headers={"x-switchyard-affinity": "repo:src/app.py"})
         assert response.status_code == 200
-    text = httpx.get(served.gateway.url + "/metrics", timeout=10).text
+    text = served.gateway.metrics()
     home = [line for line in text.splitlines() if line.startswith("switchyard_gateway_prefix_affinity_home_total")]
     assert home and float(home[0].split()[-1]) == 3.0  # one at a time: always within the load bound
     assert "switchyard_gateway_prefix_affinity_spill_total 0.0" in text

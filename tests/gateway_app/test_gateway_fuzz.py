@@ -14,7 +14,8 @@ import urllib.parse
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from tests.gateway.payload_strategies import chat_bodies, completion_bodies, is_openai_error, raw_bodies, values
 from tests.gateway_app.conftest import MODEL

@@ -19,8 +19,8 @@ def connect(server) -> socket.socket:
 
 def completion_request(key: str, *, framing: bytes = b"") -> bytes:
     body = json.dumps({"model": MODEL, "prompt": "def f(", "max_tokens": 2}).encode()
-    head = b"POST /v1/completions HTTP/1.1\r\nhost: gw\r\nauthorization: Bearer %s\r\ncontent-type: application/json\r\n" \
-           % key.encode()
+    head = (b"POST /v1/completions HTTP/1.1\r\nhost: gw\r\nauthorization: Bearer %s\r\n"
+            b"content-type: application/json\r\n") % key.encode()
     if framing:
         return head + framing
     return head + b"content-length: %d\r\n\r\n%s" % (len(body), body)

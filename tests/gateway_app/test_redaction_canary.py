@@ -29,6 +29,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from controlplane.logging import JsonFormatter, RequestIdFilter
+from controlplane.redis_keys import install_prefix
 from simulator.recording import read_requests
 from tenants.models import RedactionMode
 from tenants.services import update_tenant
@@ -103,7 +104,8 @@ def world(gateway, audit_head, simulators, tmp_path, alice, bob):
     server = gateway(default_user_rpm=1_000_000)
     for who in (alice, bob, carol):
         server.wait_until_serving(who.key.raw, MODEL)
-    return SimpleNamespace(server=server, record_file=record_file, tenants={"redact": alice, "block": bob, "off": carol})
+    return SimpleNamespace(server=server, record_file=record_file,
+                           tenants={"redact": alice, "block": bob, "off": carol})
 
 
 def planted_requests(raw_key: str):
@@ -115,16 +117,19 @@ def planted_requests(raw_key: str):
         for build in fields.values():
             body = {"temperature": 0, **build(BUNDLE, MODEL)}  # deterministic: answers go to the dedup cache
             yield "POST", PATHS[kind] + query, headers, json.dumps(body).encode()
-    for kind, build in (("completions", FIELDS["completions"]["prompt"]), ("chat", FIELDS["chat"]["messages[].content"])):
+    for kind, build in (("completions", FIELDS["completions"]["prompt"]),
+                        ("chat", FIELDS["chat"]["messages[].content"])):
         yield "POST", PATHS[kind], headers, json.dumps({**build(BUNDLE, MODEL), "stream": True}).encode()
     members = {f"password_{i}": secret for i, secret in enumerate(ONE_LINE)}  # bare values under secret names
-    yield "POST", PATHS["completions"], headers, json.dumps({"model": MODEL, "prompt": "x", "metadata": members}).encode()
+    yield "POST", PATHS["completions"], headers, json.dumps({"model": MODEL, "prompt": "x",
+                                                             "metadata": members}).encode()
     calls = [{"id": "c1", "type": "function", "function": {"name": "login", "arguments": members}}]
     yield "POST", PATHS["chat"], headers, json.dumps({"model": MODEL, "messages": [
         {"role": "assistant", "content": None, "tool_calls": calls}, {"role": "user", "content": "next"}]}).encode()
     for secret in ONE_LINE:
         yield "POST", "/v1/feedback", headers, json.dumps({"request_id": secret, "accepted": True}).encode()
-    yield "POST", "/v1/feedback", headers, json.dumps({"request_id": "0" * 32, "accepted": True, "note": BUNDLE}).encode()
+    yield "POST", "/v1/feedback", headers, json.dumps({"request_id": "0" * 32, "accepted": True,
+                                                       "note": BUNDLE}).encode()
     yield "GET", "/v1/models" + query, headers, b""
     yield "POST", "/v1/" + urllib.parse.quote(SWITCHYARD), headers, b"{}"
     unknown_key = {**headers, "authorization": f"Bearer {SWITCHYARD}"}  # well-formed, never issued: 401
@@ -162,17 +167,18 @@ def dump_redis(server) -> str:
     """Every value under the gateway's prefixes; with REDIS_URL (a database of our own), every key."""
     import redis
 
-    client = redis.Redis.from_url(settings.SWITCHYARD_GATEWAY_REDIS_URL)
-    pattern = "*" if settings.REDIS_URL else f"{server.app.config.limits_prefix}*"
+    client = redis.Redis.from_url(server.app.config.redis_url)
+    pattern = "*" if settings.REDIS_URL else f"{install_prefix(server.app.config.redis_scope)}*"
     pieces = []
     for key in client.scan_iter(match=pattern, count=1000):
         kind = client.type(key)
-        value = {b"string": lambda: client.get(key), b"hash": lambda: client.hgetall(key),
-                 b"zset": lambda: client.zrange(key, 0, -1), b"set": lambda: client.smembers(key),
-                 b"list": lambda: client.lrange(key, 0, -1)}.get(kind, lambda: b"")()
+        value = {b"string": client.get, b"hash": client.hgetall, b"set": client.smembers,
+                 b"zset": lambda k: client.zrange(k, 0, -1), b"list": lambda k: client.lrange(k, 0, -1),
+                 }.get(kind, lambda k: b"")(key)
         pieces.append(repr(key) + repr(value))
         pieces.append(key.decode("latin-1"))
-        for part in (value.items() if isinstance(value, dict) else value if isinstance(value, (list, set)) else [value]):
+        for part in (value.items() if isinstance(value, dict)
+                     else value if isinstance(value, (list, set)) else [value]):
             pieces.extend(p.decode("utf-8", "replace") for p in (part if isinstance(part, tuple) else (part,))
                           if isinstance(p, bytes))
     client.close()

@@ -26,7 +26,8 @@ def test_a_revoked_key_is_refused_within_one_second(served):
 
 
 def test_refused_requests_are_metered_once_each(served):
-    responses = {"unknown-model": served.gateway.post("/v1/completions", served.alice.key.raw, {**BODY, "model": "nope"}),
+    responses = {"unknown-model": served.gateway.post("/v1/completions", served.alice.key.raw,
+                                                      {**BODY, "model": "nope"}),
                  "bad-json": served.gateway.post("/v1/completions", served.alice.key.raw, b"{")}
     ids = {name: response.headers["x-request-id"] for name, response in responses.items()}
     rows = wait_for(lambda: (r := usage_rows(request_id__in=ids.values())) and len(r) == 2 and r, timeout=5)

@@ -11,7 +11,8 @@ import json
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.gateway_app.conftest import MODEL, inference_key, wait_for
 from usage.models import UsageEvent

@@ -2,10 +2,8 @@
 client's), which is served once an engine is up — or answered 503 with Retry-After past its wait."""
 from __future__ import annotations
 
-import threading
 import time
 
-import httpx
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone

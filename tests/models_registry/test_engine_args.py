@@ -4,7 +4,14 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
-from models_registry.engine_args import ENGINE_FLAGS, REFUSED_FLAGS, Kind, flag_name, render_vllm_argv, validate_engine_args
+from models_registry.engine_args import (
+    ENGINE_FLAGS,
+    REFUSED_FLAGS,
+    Kind,
+    flag_name,
+    render_vllm_argv,
+    validate_engine_args,
+)
 from models_registry.models import Model, ModelFamily, ModelVersion
 
 HELP_SNAPSHOT = Path(__file__).with_name("vllm_0_32_flags.txt")

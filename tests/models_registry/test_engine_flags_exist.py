@@ -1,4 +1,5 @@
-"""The allow-list against the installed engine's real `--help=all` (the stored snapshot is checked in test_engine_args)."""
+"""The allow-list against the installed engine's real `--help=all` (the stored snapshot is checked in
+test_engine_args)."""
 import re
 import subprocess
 from pathlib import Path

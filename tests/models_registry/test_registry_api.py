@@ -97,7 +97,8 @@ def test_editing_a_published_version_is_a_400(admin, qwen):
 
 def test_a_draft_can_be_edited_over_the_api(admin, qwen):
     version = qwen.versions.get()
-    response = admin.patch(f"{versions_url(qwen)}{version.pk}/", {"engine_args": {"max_model_len": 2048}}, format="json")
+    response = admin.patch(f"{versions_url(qwen)}{version.pk}/", {"engine_args": {"max_model_len": 2048}},
+                           format="json")
     assert response.status_code == 200 and response.json()["max_context"] == 2048
 
 

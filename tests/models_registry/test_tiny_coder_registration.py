@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 
 from models_registry.engine_args import render_vllm_argv
 from models_registry.models import Model, ModelVersion, VersionStatus
-from models_registry.services import ensure_tiny_coder, retire_version, deprecate_version
+from models_registry.services import deprecate_version, ensure_tiny_coder, retire_version
 from tests.factories import SYSTEM
 
 pytestmark = pytest.mark.django_db

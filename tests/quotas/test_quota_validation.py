@@ -56,7 +56,8 @@ def test_service_validates_whoever_calls_it(alice, dev, field, value):
 
 def test_limits_at_their_bounds_are_accepted(alice):
     policy = _tenant_policy(alice.tenant)
-    body = {**LIMIT_BOUNDS, "monthly_budget_usd": "1000000000.00", "allowed_models": ["qwen2.5-coder:7b", "org/model@v1"]}
+    body = {**LIMIT_BOUNDS, "monthly_budget_usd": "1000000000.00",
+            "allowed_models": ["qwen2.5-coder:7b", "org/model@v1"]}
     response = bearer(alice.key).patch(f"{_quotas(alice.tenant)}{policy.pk}/", body, format="json")
     assert response.status_code == 200, response.content
     assert {k: response.json()[k] for k in LIMIT_BOUNDS} == LIMIT_BOUNDS
@@ -84,9 +85,11 @@ def test_a_second_tenant_wide_policy_is_refused(alice):
 
 def test_a_second_policy_for_the_same_key_is_400(alice):
     key = make_key(alice.tenant, alice.user).api_key
-    first = bearer(alice.key).post(_quotas(alice.tenant), {"api_key_id": key.pk, "requests_per_minute": 5}, format="json")
+    first = bearer(alice.key).post(_quotas(alice.tenant), {"api_key_id": key.pk, "requests_per_minute": 5},
+                                   format="json")
     assert first.status_code == 201
-    again = bearer(alice.key).post(_quotas(alice.tenant), {"api_key_id": key.pk, "requests_per_minute": 6}, format="json")
+    again = bearer(alice.key).post(_quotas(alice.tenant), {"api_key_id": key.pk, "requests_per_minute": 6},
+                                   format="json")
     assert again.status_code == 400 and any(field.startswith("api_key") for field in again.json())
 
 
@@ -97,9 +100,12 @@ def test_tenant_wide_policy_cannot_be_deleted(alice):
 
 def test_narrowing_to_a_key_or_user_of_the_tenant(alice, dev):
     key = make_key(alice.tenant, dev, role="developer", scopes=("inference",)).api_key
-    by_key = bearer(alice.key).post(_quotas(alice.tenant), {"api_key_id": key.pk, "tokens_per_minute": 9}, format="json")
-    by_user = bearer(alice.key).post(_quotas(alice.tenant), {"user_id": dev.pk, "requests_per_minute": 3}, format="json")
-    assert (by_key.status_code, by_key.json()["subject"], by_key.json()["api_key_prefix"]) == (201, "api_key", key.prefix)
+    by_key = bearer(alice.key).post(_quotas(alice.tenant), {"api_key_id": key.pk, "tokens_per_minute": 9},
+                                    format="json")
+    by_user = bearer(alice.key).post(_quotas(alice.tenant), {"user_id": dev.pk, "requests_per_minute": 3},
+                                     format="json")
+    assert (by_key.status_code, by_key.json()["subject"], by_key.json()["api_key_prefix"]) == (201, "api_key",
+                                                                                               key.prefix)
     assert (by_user.status_code, by_user.json()["subject"]) == (201, "user")
 
 
@@ -122,7 +128,8 @@ def test_cannot_narrow_to_key_and_user_at_once(alice, dev):
 
 def test_subject_of_a_policy_cannot_be_changed(alice, dev):
     policy = services.create_quota_policy(tenant=alice.tenant, user=dev, requests_per_minute=1, actor=SYSTEM)
-    response = bearer(alice.key).patch(f"{_quotas(alice.tenant)}{policy.pk}/", {"user_id": alice.user.pk}, format="json")
+    response = bearer(alice.key).patch(f"{_quotas(alice.tenant)}{policy.pk}/", {"user_id": alice.user.pk},
+                                       format="json")
     assert response.status_code == 200
     policy.refresh_from_db()
     assert policy.user == dev

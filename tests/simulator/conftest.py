@@ -18,6 +18,7 @@ for _path in (str(REPO_ROOT), str(Path(__file__).resolve().parent)):
         sys.path.insert(0, _path)
 
 from sim_helpers import MODEL  # noqa: E402
+
 from tests import processes  # noqa: E402
 
 

@@ -85,7 +85,8 @@ def test_continuous_usage_needs_include_usage_as_in_vllm():
 
 def test_a_single_sequence_stream_with_continuous_usage_counts_up():
     options = {"include_usage": True, "continuous_usage_stats": True}
-    chunks = events(call("/v1/completions", {"prompt": "ab", "max_tokens": 3, "stream": True, "stream_options": options}))
+    chunks = events(call("/v1/completions",
+                         {"prompt": "ab", "max_tokens": 3, "stream": True, "stream_options": options}))
     assert [c["usage"]["completion_tokens"] for c in chunks] == [1, 2, 3, 3]
     assert chunks[2]["choices"][0]["finish_reason"] == "length"
 

@@ -15,8 +15,17 @@ import asyncio
 import hashlib
 
 import pytest
-from test_sim_engine_equivalence import (FAST_FORWARDED, RECORDED, SCENARIOS, make_engine, prompt,
-                                         request_facts, run_trace, scenario, snapshot)
+from test_sim_engine_equivalence import (
+    FAST_FORWARDED,
+    RECORDED,
+    SCENARIOS,
+    make_engine,
+    prompt,
+    request_facts,
+    run_trace,
+    scenario,
+    snapshot,
+)
 
 from simulator.engine import Engine
 from simulator.request import Request

@@ -8,8 +8,7 @@ import random
 
 import pytest
 
-from simulator import protocol
-from simulator import tokenizer
+from simulator import protocol, tokenizer
 from simulator.tokenizer import SAMPLE_BATCH, VOCAB, TokenSampler, sample_tokens, tokenize
 
 

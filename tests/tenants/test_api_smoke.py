@@ -8,7 +8,8 @@ from tests.factories import make_member, make_user
 def test_owner_invites_member_mints_key_and_sets_quota(alice):
     client = bearer(alice.key)
     slug = alice.tenant.slug
-    invited = client.post(f"/api/v1/tenants/{slug}/members/", {"email": "dev@a.test", "role": "developer"}, format="json")
+    invited = client.post(f"/api/v1/tenants/{slug}/members/", {"email": "dev@a.test", "role": "developer"},
+                          format="json")
     assert invited.status_code == 201 and invited.json()["status"] == "pending", invited.content
     member = make_member(alice.tenant, "developer", make_user("dev-a"))
     for_other = client.post(f"/api/v1/tenants/{slug}/keys/", {"name": "ide", "scopes": ["inference"],

@@ -27,7 +27,8 @@ def outsider(bob):
 
 
 def _invite(client, tenant, email, role="viewer", **extra):
-    return client.post(f"/api/v1/tenants/{tenant.slug}/members/", {"email": email, "role": role, **extra}, format="json")
+    return client.post(f"/api/v1/tenants/{tenant.slug}/members/", {"email": email, "role": role, **extra},
+                       format="json")
 
 
 def _shape(response) -> tuple:
@@ -66,7 +67,8 @@ def test_the_console_answers_alike_too(alice, outsider):
     for email in (outsider.email, "nobody-has-this@example.test"):
         response = client.post(url, {"email": email, "role": "developer"}, follow=True)
         page = response.content.decode().replace(email, "<email>")
-        answers.append((response.redirect_chain, [str(m) .replace(email, "<email>") for m in response.context["messages"]],
+        answers.append((response.redirect_chain,
+                        [str(m) .replace(email, "<email>") for m in response.context["messages"]],
                         page.count("<email>")))
     assert answers[0] == answers[1]
     assert "is invited as developer" in answers[0][1][0]
@@ -159,7 +161,8 @@ def test_an_admin_cannot_revoke_an_owner_invitation(alice):
     from tests.conftest import bearer
     from tests.factories import make_key
 
-    owner_invite = _invite(client_for("api_key", alice.user, alice.key), alice.tenant, "boss@example.test", role="owner")
+    owner_invite = _invite(client_for("api_key", alice.user, alice.key), alice.tenant, "boss@example.test",
+                           role="owner")
     admin = make_member(alice.tenant, "admin", make_user("admin-a"))
     response = bearer(make_key(alice.tenant, admin, role="admin").raw).delete(
         f"/api/v1/tenants/{alice.tenant.slug}/invitations/{owner_invite.json()['id']}/")

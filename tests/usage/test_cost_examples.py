@@ -15,9 +15,9 @@ from django.apps import apps as django_apps
 
 from fleet.models import Deployment, Instance
 from models_registry.models import Model, ModelVersion
+from tenants.models import Tenant
 from tests.usage.events import BASE, at, event
 from usage.cost.allocation import InstanceHour, allocate, busy_seconds, split
-from tenants.models import Tenant
 from usage.models import CostKind, CostRollup, Granularity, PriceUnit
 from usage.rollups import roll_up_day, roll_up_hours
 from usage.selectors import UsageQuery, cost_table

@@ -5,16 +5,17 @@ from datetime import timedelta
 
 import pytest
 
+from tenants.roles import Role
 from tests.conftest import bearer
 from tests.factories import make_key, make_member, make_user
 from tests.usage.events import BASE, at, event
 from usage.models import GpuPrice, UsageEvent
 from usage.rollups import roll_up_day, roll_up_hours
 from usage.services import record_usage_batch
-from tenants.roles import Role
 
 NOW = BASE + timedelta(days=2)
-WINDOW = f"since={BASE.isoformat().replace('+00:00', 'Z')}&until={(BASE + timedelta(days=1)).isoformat().replace('+00:00', 'Z')}"
+WINDOW = (f"since={BASE.isoformat().replace('+00:00', 'Z')}"
+          f"&until={(BASE + timedelta(days=1)).isoformat().replace('+00:00', 'Z')}")
 
 
 @pytest.fixture
@@ -88,15 +89,19 @@ def test_anonymous_callers_get_401(api):
 
 
 def test_everyone_reads_gpu_prices_only_platform_admins_set_them(alice, charlie):
-    prices = {row["gpu_type"]: row["hourly_usd"] for row in bearer(alice.key).get("/api/v1/usage/gpu-prices").json()["results"]}
+    listed = bearer(alice.key).get("/api/v1/usage/gpu-prices").json()["results"]
+    prices = {row["gpu_type"]: row["hourly_usd"] for row in listed}
     assert prices["H100"] == "4.0000" and prices["cpu"] == "0.0400"
-    assert bearer(alice.key).post("/api/v1/usage/gpu-prices", {"gpu_type": "H100", "hourly_usd": "1"}).status_code == 403
+    assert bearer(alice.key).post("/api/v1/usage/gpu-prices",
+                                  {"gpu_type": "H100", "hourly_usd": "1"}).status_code == 403
     response = _staff_client(charlie).post("/api/v1/usage/gpu-prices", {"gpu_type": "H100", "hourly_usd": "3.50"})
     assert response.status_code == 201
-    prices = {row["gpu_type"]: row["hourly_usd"] for row in bearer(alice.key).get("/api/v1/usage/gpu-prices").json()["results"]}
+    listed = bearer(alice.key).get("/api/v1/usage/gpu-prices").json()["results"]
+    prices = {row["gpu_type"]: row["hourly_usd"] for row in listed}
     assert prices["H100"] == "3.5000"
     assert GpuPrice.objects.filter(gpu_type="H100").count() == 2  # the old price stays for old hours
     from audit.models import AuditEvent
 
     assert AuditEvent.objects.filter(action="usage.gpu_price.set").count() == 1
-    assert _staff_client(charlie).post("/api/v1/usage/gpu-prices", {"gpu_type": "H100", "hourly_usd": "-1"}).status_code == 400
+    assert _staff_client(charlie).post("/api/v1/usage/gpu-prices",
+                                       {"gpu_type": "H100", "hourly_usd": "-1"}).status_code == 400

@@ -24,7 +24,8 @@ def _varied(tenant) -> list[dict]:
             "endpoint": "chat", "status_code": 200, "outcome": "ok", "prompt_tokens": 120,
             "completion_tokens": 30, "cached_tokens": 64, "ttft_ms": 12.345678901234567,
             "latency_ms": 1234.5678901234567, "redactions": 0, "cache_hit": False, "fallback_used": False,
-            "streamed": True, "redacted_prompt": "def f():\n\treturn '\\x' # ünïcode ✓ \\N", "wake_wait_ms": None}
+            "streamed": True, "redacted_prompt": "def f():\n\treturn '\\x' # ünïcode ✓ \\N", "wake_wait_ms": None,
+            "retried_instance_id": None}
     shapes = [
         {},
         {"ttft_ms": None, "user_id": None, "model_version_id": None, "instance_id": None},

@@ -28,7 +28,7 @@ def _event(request_id: str, tenant_id, **fields) -> dict:
               "endpoint": "chat", "status_code": 404, "outcome": "client_error", "prompt_tokens": 0,
               "completion_tokens": 0, "cached_tokens": 0, "ttft_ms": None, "latency_ms": 1.5, "redactions": 0,
               "cache_hit": False, "fallback_used": False, "streamed": False, "redacted_prompt": "def f():",
-              "wake_wait_ms": None}
+              "wake_wait_ms": None, "retried_instance_id": None}
     values.update(fields)
     return values
 
@@ -103,7 +103,8 @@ def test_an_event_of_a_tenant_deleted_since_the_request_is_kept_without_tenant(t
 
 
 @pytest.mark.parametrize("value, stored", [
-    ("plain", "plain"), ("", ""), ("\x00", "\\u0000"), ("\ud83d\ude00", "\\ud83d\\ude00"),  # a split pair: two lone halves
+    ("plain", "plain"), ("", ""), ("\x00", "\\u0000"),
+    ("\ud83d\ude00", "\\ud83d\\ude00"),  # a split pair: two lone halves
     ("ü\x00\udc80", "ü\\u0000\\udc80"), ("😀", "😀")])
 def test_storable_text_escapes_only_what_no_database_takes(value, stored):
     assert storable_text(value) == stored

@@ -64,7 +64,8 @@ class GpuPriceWriteSerializer(serializers.Serializer):
     gpu_type = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", max_length=64)
     hourly_usd = serializers.DecimalField(max_digits=10, decimal_places=4, min_value=0)
     unit = serializers.ChoiceField(choices=PriceUnit.choices, default=PriceUnit.GPU)
-    effective_from = serializers.DateTimeField(required=False, help_text="Default: now. Earlier hours keep their price.")
+    effective_from = serializers.DateTimeField(required=False,
+                                               help_text="Default: now. Earlier hours keep their price.")
     note = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
 
 
@@ -76,7 +77,7 @@ def _figures(fields: dict) -> type:
 
 def _totals_fields() -> dict:
     """usage.selectors.describe: counters, then ratios and percentiles that are null when nothing was counted."""
-    fields = {name: serializers.IntegerField() for name in COUNTERS}
+    fields: dict[str, serializers.Field] = {name: serializers.IntegerField() for name in COUNTERS}
     fields["errors"] = serializers.IntegerField()
     for name in ("error_rate", "acceptance_ratio", "latency_avg_ms", "ttft_avg_ms"):
         fields[name] = serializers.FloatField(allow_null=True)
@@ -99,7 +100,8 @@ class ModelVersionLabelSerializer(serializers.Serializer):
 
 def _label_fields(names) -> dict:
     """The one grouping column a row carries, named after `by`."""
-    kinds = {"tenant": TenantLabelSerializer(required=False), "model_version": ModelVersionLabelSerializer(required=False),
+    kinds = {"tenant": TenantLabelSerializer(required=False),
+             "model_version": ModelVersionLabelSerializer(required=False),
              "quantization": serializers.CharField(required=False, allow_null=True),
              "key": serializers.CharField(required=False, allow_null=True, help_text="API key prefix."),
              "day": serializers.DateField(required=False, allow_null=True)}
@@ -112,7 +114,7 @@ class _Envelope(serializers.Serializer):
     until = serializers.DateTimeField()
 
 
-class UsagePointSerializer(_figures({"period_start": serializers.DateTimeField(), **_totals_fields()})):
+class UsagePointSerializer(_figures({"period_start": serializers.DateTimeField(), **_totals_fields()})):  # type: ignore[misc]  # a base built by type()
     pass
 
 
@@ -120,7 +122,7 @@ class UsageSeriesSerializer(_Envelope):
     points = UsagePointSerializer(many=True)
 
 
-class UsageRowSerializer(_figures({**_label_fields(BREAKDOWNS), **_totals_fields()})):
+class UsageRowSerializer(_figures({**_label_fields(BREAKDOWNS), **_totals_fields()})):  # type: ignore[misc]  # a base built by type()
     pass
 
 
@@ -133,8 +135,9 @@ def _money(**kwargs):
     return serializers.DecimalField(max_digits=30, decimal_places=6, coerce_to_string=True, **kwargs)
 
 
-class CostRowSerializer(_figures({
-        **_label_fields(COST_BREAKDOWNS), "completions": serializers.IntegerField(), "tokens": serializers.IntegerField(),
+class CostRowSerializer(_figures({  # type: ignore[misc]  # a base built by type()
+        **_label_fields(COST_BREAKDOWNS), "completions": serializers.IntegerField(),
+        "tokens": serializers.IntegerField(),
         "gpu_hours": _money(help_text="GPU time held (instances with a GPU type)."),
         "cpu_core_hours": _money(help_text="CPU core time held (instances without a GPU: no GPU type, or cpu)."),
         "usage_cost_usd": _money(), "idle_cost_usd": _money(),

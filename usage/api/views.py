@@ -17,8 +17,16 @@ from controlplane.api.viewsets import CrossTenantReadMixin, ReadRuleMixin
 from tenants.roles import Resource
 from usage import selectors, services
 from usage.api.serializers import (
-    BreakdownQuerySerializer, BudgetQuerySerializer, BudgetStatesSerializer, CostQuerySerializer, GpuPriceSerializer,
-    GpuPriceWriteSerializer, UsageBreakdownSerializer, UsageCostSerializer, UsageQuerySerializer, UsageSeriesSerializer,
+    BreakdownQuerySerializer,
+    BudgetQuerySerializer,
+    BudgetStatesSerializer,
+    CostQuerySerializer,
+    GpuPriceSerializer,
+    GpuPriceWriteSerializer,
+    UsageBreakdownSerializer,
+    UsageCostSerializer,
+    UsageQuerySerializer,
+    UsageSeriesSerializer,
 )
 from usage.models import BudgetState, GpuPrice
 

@@ -98,7 +98,8 @@ def _shares(hour: InstanceHour, kind: str, cost: Decimal, gpu: Decimal, weights:
 
 def busy_seconds(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
     """Length of the union of [start, end) intervals, clipped to [lo, hi)."""
-    total, current_start, current_end = 0.0, None, None
+    total, current_start = 0.0, 0.0  # current_start is read only while current_end is set
+    current_end: float | None = None
     for start, end in sorted((max(s, lo), min(e, hi)) for s, e in intervals):
         if end <= start:
             continue

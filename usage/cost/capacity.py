@@ -32,7 +32,7 @@ def instance_spans(start: datetime, end: datetime) -> list[InstanceSpan]:
     began = Q(starting_at__lt=end) | Q(starting_at__isnull=True, ready_at__lt=end)
     ended_before = Q(stopped_at__lte=start) | Q(failed_at__lte=start)
     rows = (instance_model.objects.filter(began).exclude(ended_before)
-            .select_related("deployment__model_version"))
+            .select_related("deployment__model_version", "model_version"))
     return [_span(row) for row in rows]
 
 
@@ -41,7 +41,7 @@ def _span(instance) -> InstanceSpan:
     resource, units = held_resources(deployment)
     ends = [moment for moment in (instance.stopped_at, instance.failed_at) if moment is not None]
     return InstanceSpan(instance_id=instance.pk, deployment_id=deployment.pk, owner_tenant_id=deployment.tenant_id,
-                        model_version_id=deployment.model_version_id,
-                        quantization=deployment.model_version.quantization, resource=resource, units=units,
+                        model_version_id=instance.version_id,  # its own: two run side by side in a rollout
+                        quantization=instance.version.quantization, resource=resource, units=units,
                         unit=unit_of(resource),
                         up_from=instance.starting_at or instance.ready_at, up_to=min(ends) if ends else None)

@@ -17,6 +17,7 @@ class Command(BaseCommand):
         if not (username or ip):
             raise CommandError("Give --username, --ip or both.")
         found = login_throttle.unlock(username=username, ip=ip)
-        after = {"username": username, "address": login_throttle.address_bucket(ip) if ip else None, "was_locked": found}
+        after = {"username": username, "address": login_throttle.address_bucket(ip) if ip else None,
+                 "was_locked": found}
         record_event(actor=Actor.system("cli:login_unlock"), action="auth.login_unlocked", after=after)
         self.stdout.write(f"unlocked: {', '.join(found) or 'nothing was locked'}")

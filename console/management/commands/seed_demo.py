@@ -55,12 +55,13 @@ class Command(BaseCommand):
 
     def _demo_tenant(self, actor) -> Tenant:
         tenant = create_tenant(slug=DEMO_SLUG, name="Demo tenant", actor=actor)
-        add_member(tenant=tenant, email="demo-owner@switchyard.local", username="demo-owner", role=Role.OWNER, actor=actor)
+        add_member(tenant=tenant, email="demo-owner@switchyard.local", username="demo-owner", role=Role.OWNER,
+                   actor=actor)
         return tenant
 
     def _demo_deployment(self, tenant, actor, wanted: str) -> str:
         """tiny-coder for the demo tenant: real vLLM when the engine venv exists, else the simulator."""
-        from fleet.models import Deployment, BuiltinRuntime
+        from fleet.models import BuiltinRuntime, Deployment
         from fleet.services import create_deployment
         from models_registry.services import ensure_tiny_coder
 

@@ -6,8 +6,6 @@ LeaderWorkerSet when pipeline parallelism spans nodes; per tenant namespace: quo
 network policies; per deployment: a PodDisruptionBudget. Readiness and deaths come from the watch
 (`manage.py watch_engines`), not from the fleet's probes.
 """
-from django.conf import settings
-
 from fleet.runtime.base import Launched, NoCapacity, RuntimeBackend
 from fleet.runtime.kubernetes import names, render
 from fleet.runtime.kubernetes.cluster import Cluster, ClusterUnavailable, QuotaExceeded

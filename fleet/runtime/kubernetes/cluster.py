@@ -10,7 +10,8 @@ import json
 import logging
 import time
 
-from kubernetes import client as k8s, config as k8s_config
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 

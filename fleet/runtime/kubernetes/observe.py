@@ -130,7 +130,7 @@ class PodObserver:
         if kind != "BOOKMARK":
             self.handle(kind, obj)
 
-    def handle(self, kind: str, pod: dict) -> int:
+    def handle(self, kind: str | None, pod: dict) -> int:
         """Move the pod's instance on; returns the instance id (0 when the pod names none)."""
         from fleet.models import Instance
         from fleet.transitions import fail_instance, record_probe, try_transition

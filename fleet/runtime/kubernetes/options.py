@@ -66,7 +66,8 @@ class KubernetesOptions:
         try:
             self.endpoint_template.format(service="s", namespace="n", port=1)
         except (KeyError, IndexError, ValueError) as exc:
-            raise BadOptions(f"endpoint_template may use {{service}}, {{namespace}} and {{port}} only ({exc})") from None
+            raise BadOptions(f"endpoint_template may use {{service}}, {{namespace}} and {{port}} only "
+                             f"({exc})") from None
         if not all(isinstance(labels, dict) and labels for labels in self.client_labels):
             raise BadOptions("client_labels must be a list of non-empty label objects")
 

@@ -7,6 +7,7 @@ install's labels. The engine's flags come from the same renderer as the local ba
 import math
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from fleet.runtime.kubernetes import names
 from fleet.runtime.kubernetes.options import KubernetesOptions
@@ -80,11 +81,12 @@ def namespace_objects(target: EngineTarget, options: KubernetesOptions) -> list[
 def resource_quota(target: EngineTarget, options: KubernetesOptions) -> dict:
     """The tenant's quota as the cluster enforces it: pods, GPUs, CPU and memory of its instances."""
     labels = names.install_labels(target.install_id)
-    pods = target.max_instances * max(1, target.pipeline_parallel_size)
+    pods = (target.max_instances or 0) * max(1, target.pipeline_parallel_size)  # called only with a quota
     hard = {"pods": str(pods), "requests.nvidia.com/gpu": str(target.max_gpus or 0),
             "requests.cpu": _times(options.engine_cpu, pods), "requests.memory": _times(options.engine_memory, pods),
             "limits.memory": _times(options.engine_memory, pods)}
-    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": _meta("switchyard-quota", target.namespace, labels),
+    return {"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": _meta("switchyard-quota", target.namespace, labels),
             "spec": {"hard": hard}}
 
 
@@ -159,7 +161,8 @@ def service(target: EngineTarget) -> dict:
     selector = {names.INSTALL: target.install_id, names.INSTANCE: str(target.instance_id)}
     if target.multi_node:
         selector[ROLE] = "leader"
-    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(target.object_name, target.namespace, target.labels),
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": _meta(target.object_name, target.namespace, target.labels),
             "spec": {"type": "ClusterIP", "selector": selector,
                      "ports": [{"name": "http", "protocol": "TCP", "port": names.ENGINE_PORT,
                                 "targetPort": names.ENGINE_PORT}]}}
@@ -218,7 +221,7 @@ def engine_container(target: EngineTarget, options: KubernetesOptions, command: 
                  "limits": {"memory": options.engine_memory}}
     if target.gpus:
         resources["requests"]["nvidia.com/gpu"] = resources["limits"]["nvidia.com/gpu"] = str(target.gpus)
-    container = {
+    container: dict[str, Any] = {
         "name": "engine", "image": options.engine_image, "imagePullPolicy": options.image_pull_policy,
         "command": list(command), "ports": [{"name": "http", "containerPort": names.ENGINE_PORT, "protocol": "TCP"}],
         "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "HOME", "value": "/tmp"},
@@ -229,7 +232,7 @@ def engine_container(target: EngineTarget, options: KubernetesOptions, command: 
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"},
                          {"name": "weights", "mountPath": options.weights_mount, "readOnly": True}]}
     if probes:
-        health = {"httpGet": {"path": "/health", "port": names.ENGINE_PORT}}
+        health: dict[str, Any] = {"httpGet": {"path": "/health", "port": names.ENGINE_PORT}}
         container["startupProbe"] = {**health, "periodSeconds": 10, "timeoutSeconds": 5,
                                      "failureThreshold": math.ceil(options.startup_seconds / 10)}
         container["readinessProbe"] = {**health, "periodSeconds": 5, "timeoutSeconds": 3, "failureThreshold": 2}

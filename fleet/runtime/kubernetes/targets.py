@@ -17,7 +17,7 @@ def target_for(instance, options: KubernetesOptions) -> EngineTarget:
 
     ours = install_id()
     deployment = instance.deployment
-    version, tenant = deployment.model_version, deployment.tenant
+    version, tenant = instance.version, deployment.tenant
     argv = render_vllm_argv(version, model_path=model_path_in_pod(version, options),
                             served_model_name=version.model.name, port=names.ENGINE_PORT, host="0.0.0.0",
                             cpu=deployment.gpu_type.strip().lower() in ("", "cpu"),

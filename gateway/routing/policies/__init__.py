@@ -4,7 +4,11 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.routing.policies.base import (
-    Endpoint, NoEligibleEndpoint, PolicyName, RouteRequest, RoutingPolicy,
+    Endpoint,
+    NoEligibleEndpoint,
+    PolicyName,
+    RouteRequest,
+    RoutingPolicy,
 )
 from gateway.routing.policies.keys import AFFINITY_HEADER, prefix_key
 from gateway.routing.policies.latency_ewma import LatencyEwma

@@ -5,7 +5,12 @@ import random
 from typing import Sequence
 
 from gateway.routing.policies.base import (
-    Endpoint, PolicyName, RouteRequest, RoutingPolicy, eligible, load,
+    Endpoint,
+    PolicyName,
+    RouteRequest,
+    RoutingPolicy,
+    eligible,
+    load,
 )
 
 

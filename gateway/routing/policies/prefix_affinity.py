@@ -90,7 +90,7 @@ class PrefixAffinity(RoutingPolicy):
         return self._record(endpoint)
 
     def _inflight_check(self, candidates: Sequence[Endpoint]) -> Callable[[Endpoint], bool]:
-        total = weights = 0
+        total, weights = 0, 0.0
         for e in candidates:
             total += e.outstanding
             weights += e.weight
@@ -102,7 +102,7 @@ class PrefixAffinity(RoutingPolicy):
         if recent is None:
             return lambda e: True
         # Only the candidates' placements count: an ejected engine's past share is not a load now.
-        count, total, weights, balance = recent.count, 0, 0, self._balance
+        count, total, weights, balance = recent.count, 0, 0.0, self._balance
         for e in candidates:
             total += count(e.id)
             weights += e.weight

@@ -141,7 +141,8 @@ LOOKALIKE_MAKERS = {
         f"MAX_PROMPT_TOKENS_FOR_CONTEXT_WINDOW_V{r.randint(2, 9)} = {r.randint(1000, 99999)}",
     ]),
     "lorem": lambda r: lorem(r),
-    "url": lambda r: f"https://github.com/acme/repo-{r.randint(1, 999)}/blob/{hexs(r, 40)}/src/app.py#L{r.randint(1, 500)}",
+    "url": lambda r: (f"https://github.com/acme/repo-{r.randint(1, 999)}/blob/{hexs(r, 40)}"
+                      f"/src/app.py#L{r.randint(1, 500)}"),
     "import_path": lambda r: r.choice([
         "from django.contrib.auth.tokens import default_token_generator",
         "import { getAccessToken } from '@/lib/auth/tokens';",

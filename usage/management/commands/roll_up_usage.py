@@ -35,4 +35,5 @@ class Command(BaseCommand):
                                "erase their rollups. Pass --allow-before-retention if the events are still there.")
         began = time.monotonic()
         counted = backfill(since, until, now=now)
-        self.stdout.write(f"rolled up {(until - since).days} days ({counted:,} events) in {time.monotonic() - began:.1f} s")
+        took = time.monotonic() - began
+        self.stdout.write(f"rolled up {(until - since).days} days ({counted:,} events) in {took:.1f} s")

@@ -6,8 +6,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from usage import seeding
-from usage.periods import DAY, floor_day
 from usage.models import UsageRollup
+from usage.periods import DAY, floor_day
 from usage.refresh import backfill
 from usage.seed_rollups import roll_up_seeded
 

@@ -64,7 +64,7 @@ def retry_dead_letter_events(dead_letter: DeadLetter) -> tuple[int, int]:
             stored += record_usage_batch([event]) or 1  # 0 new: it was stored already, which is fine too
         except Exception as error:
             if database_unavailable(error):
-                raise CommandError("The database is unavailable; the dead letter is kept for the next try.")
+                raise CommandError("The database is unavailable; the dead letter is kept for the next try.") from error
             dead_letter.set_aside(event, error)
             refused += 1
     for path in taken:

@@ -49,7 +49,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Settings that are secrets: never in the ConfigMap, always files from the Secret. */}}
 {{- define "switchyard.secretSettingNames" -}}
-SECRET_KEY SWITCHYARD_KEY_PEPPER SWITCHYARD_AUDIT_SIGNING_KEY DATABASE_URL REDIS_URL SWITCHYARD_GATEWAY_REDIS_URL SWITCHYARD_AUDIT_WITNESS_URL
+SECRET_KEY SWITCHYARD_KEY_PEPPER SWITCHYARD_AUDIT_SIGNING_KEY DATABASE_URL REDIS_URL SWITCHYARD_GATEWAY_REDIS_URL SWITCHYARD_AUDIT_WITNESS_URL SWITCHYARD_METRICS_TOKEN
 {{- end -}}
 
 {{/* The keys of the Secret the processes read (NAME_FILE each). */}}

@@ -1,0 +1,1 @@
+"""Launchers and helpers of the developer commands (`make run`: run.py)."""

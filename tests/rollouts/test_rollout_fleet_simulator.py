@@ -1,0 +1,73 @@
+"""A rollout driving the real fleet: reconcile starts simulator engines of each version (with that version's
+fault flags), moves them between serving and warm as the weights change, and lets the losing version go."""
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.utils import timezone
+
+from fleet import services as fleet_services
+from fleet.models import BuiltinRuntime, Instance, InstanceRole
+from fleet.states import InstanceState
+from fleet.transitions import FLEET
+from rollouts import services, stepping
+from rollouts.models import Rollout
+from tests.fleet.conftest import engine_pids, make_version
+from tests.fleet.fleet_helpers import converge
+from tests.rollouts.conftest import ADMIN
+
+S, R = InstanceState, InstanceRole
+FAST = {"prefill_ms_per_token": 0.01, "decode_ms_per_token": 1.0}
+pytestmark = pytest.mark.django_db
+
+
+def ready(deployment, version) -> dict[str, int]:
+    """Ready engines of a version by role."""
+    rows = Instance.objects.filter(deployment=deployment, model_version=version, state=S.READY)
+    return {role: rows.filter(role=role).count() for role in (R.SERVING, R.WARM) if rows.filter(role=role).exists()}
+
+
+def answers(instance) -> int:
+    body = {"model": "tiny-coder", "prompt": "def f():", "max_tokens": 1}
+    return httpx.post(instance.endpoint_url.rstrip("/") + "/v1/completions", json=body, timeout=10).status_code
+
+
+def test_a_canary_runs_both_versions_from_their_own_flags_then_the_promoted_one_alone():
+    a, b = make_version(), make_version(artifact_uri="fleet-tiny-coder-b")
+    deployment = fleet_services.create_deployment(
+        tenant=None, name="sim", model_version=a, min_replicas=2, max_replicas=2,
+        runtime_backend=BuiltinRuntime.SIMULATOR, actor=FLEET,
+        simulator_params={**FAST, "versions": {b.version: {"error_rate": 1.0}}})
+    converge(deployment.pk, lambda: ready(deployment, a) == {R.SERVING: 2})
+    rollout = services.start_rollout(deployment, to_version=b, actor=ADMIN, grace_seconds=3600,
+                                     stages=[{"weight": 0.5, "bake_seconds": 900}, {"weight": 1.0, "bake_seconds": 0}])
+    converge(deployment.pk, lambda: ready(deployment, b) == {R.WARM: 2})  # up before any traffic moves
+    assert stepping.step(rollout.pk) == "ramping"
+    converge(deployment.pk, lambda: ready(deployment, b) == {R.SERVING: 1, R.WARM: 1}
+             and ready(deployment, a) == {R.SERVING: 1, R.WARM: 1})
+    statuses = {version.version: {answers(i) for i in Instance.objects.filter(model_version=version, state=S.READY)}
+                for version in (a, b)}
+    assert statuses == {a.version: {200}, b.version: {500}}  # B's engines run B's fault flags only
+    services.promote_rollout(Rollout.objects.get(pk=rollout.pk), actor=ADMIN)
+    converge(deployment.pk, lambda: ready(deployment, b) == {R.SERVING: 2} and ready(deployment, a) == {R.WARM: 2})
+    assert stepping.step(rollout.pk) == "idle"  # A stays warm for its grace period …
+    Rollout.objects.filter(pk=rollout.pk).update(promoted_at=timezone.now() - timedelta(hours=2))  # … which passes
+    assert stepping.step(rollout.pk) == "retired"
+    converge(deployment.pk, lambda: ready(deployment, a) == {} and len(engine_pids()) == 2)
+
+
+def test_a_rollback_keeps_a_serving_throughout_and_stops_b():
+    a, b = make_version(), make_version(artifact_uri="fleet-tiny-coder-b")
+    deployment = fleet_services.create_deployment(
+        tenant=None, name="sim", model_version=a, min_replicas=1, max_replicas=1,
+        runtime_backend=BuiltinRuntime.SIMULATOR, actor=FLEET, simulator_params=FAST)
+    converge(deployment.pk, lambda: ready(deployment, a) == {R.SERVING: 1})
+    a_engine = Instance.objects.get(deployment=deployment, model_version=a, state=S.READY)
+    rollout = services.start_rollout(deployment, to_version=b, actor=ADMIN)
+    converge(deployment.pk, lambda: ready(deployment, b) == {R.WARM: 1})
+    stepping.step(rollout.pk)
+    converge(deployment.pk, lambda: ready(deployment, b) == {R.SERVING: 1} and ready(deployment, a) == {R.SERVING: 1})
+    services.roll_back_rollout(Rollout.objects.get(pk=rollout.pk), actor=ADMIN)
+    converge(deployment.pk, lambda: ready(deployment, b) == {} and len(engine_pids()) == 1)
+    a_engine.refresh_from_db()
+    assert (a_engine.state, a_engine.role) == (S.READY, R.SERVING)  # the same engine: no restart, no cold start
