@@ -26,6 +26,8 @@ HELP = {
     "max_num_queued_reqs": "requests waiting or running past which a new one gets vLLM's 503 (0: no limit)",
     "fail_after_tokens": "fault injection: every generation fails after this many tokens, with vLLM's error "
                          "event in a stream and its 500 otherwise (0: off)",
+    "load_seconds": "modeled model load: the port opens only after this many seconds, as a real engine's "
+                    "does once its weights are loaded (cold-start benchmarks)",
     "log_level": "log level of the HTTP server",
     "record_requests": "append every generation request received (headers and body) to this file",
 }
@@ -64,6 +66,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from .app import build_app
 
     config = parse_config(argv)
+    if config.load_seconds:
+        import time
+
+        time.sleep(config.load_seconds)  # nothing listens yet: probes see a refused connection, as with vLLM
     logging.getLogger("gateway.server").setLevel(config.log_level.upper())
     HttpServer(build_app(config), host=config.host, port=config.port).run()
 
