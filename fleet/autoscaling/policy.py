@@ -127,11 +127,15 @@ def _scale_down(rules: Rules, samples: list[Sample], situation: Situation, signa
     current = situation.serving
     if situation.busy or current <= rules.min_replicas:
         return None
-    if _cooling(situation.last_scale_down_at, rules.cooldown_down_seconds, situation) or \
-            _cooling(situation.last_scale_up_at, rules.cooldown_down_seconds, situation):
-        return None
     to_zero = current == 1
     seconds = max(rules.idle_window_seconds, rules.zero_after_idle_seconds) if to_zero else rules.idle_window_seconds
+    # Back to zero only a whole idle period after the last wake or scale-up: the requests a wake holds at
+    # the gateway show in no sample until served, so the quiet samples from before the wake (and of a
+    # cold start longer than the down cooldown) must not put a deployment that just woke back to sleep.
+    since_up = seconds if to_zero else rules.cooldown_down_seconds
+    if _cooling(situation.last_scale_down_at, rules.cooldown_down_seconds, situation) or \
+            _cooling(situation.last_scale_up_at, since_up, situation):
+        return None
     window = _window(samples, situation, seconds, rules.sample_interval_seconds)
     if not window or any(_load(s) >= rules.low_water_per_instance for s in window):
         return None

@@ -133,6 +133,21 @@ def test_scale_to_zero_and_the_wake():
     assert (woken.action, woken.to_serving, woken.rule) == ("up", 1, "wake")
 
 
+def test_a_deployment_just_woken_is_not_put_back_to_sleep_while_its_engine_starts():
+    """The request that woke it waits at the gateway and shows in no sample: hours of quiet samples from
+    before the wake, and a cold start longer than the down cooldown, must not send it back to zero."""
+    policy = Rules(min_replicas=0, max_replicas=2, idle_window_seconds=60, zero_after_idle_seconds=300,
+                   cooldown_down_seconds=90)
+    quiet = [Sample(at=t, serving=0 if t < 1000 else 1) for t in range(0, 1200, 5)]
+    woken_at = 1000.0
+    for now in (1100.0, 1195.0):  # past the down cooldown, within the idle period since the wake
+        situation = Situation(now=now, serving=1, last_scale_up_at=woken_at)
+        assert decide(policy, [s for s in quiet if s.at <= now], situation).action == "hold"
+    later = [Sample(at=t, serving=1) for t in range(1200, 1305, 5)]
+    gone = decide(policy, quiet + later, Situation(now=1300.0, serving=1, last_scale_up_at=woken_at))
+    assert (gone.rule, gone.to_serving) == ("scale-to-zero", 0)
+
+
 def test_a_gap_in_the_samples_is_not_a_window():
     policy = Rules(min_replicas=1, max_replicas=4, up_window_seconds=20)
     samples = [Sample(at=t, serving=1, waiting=100) for t in (0, 5, 20)]  # nothing between 5 and 20
