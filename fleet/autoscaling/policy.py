@@ -4,7 +4,8 @@ No database, no clock of its own, no randomness: the autoscale task gathers samp
 `decide`, and tests drive it with any sequence they like. Rules follow production practice:
 - scale up when, for a whole window, waiting requests per serving instance stay above a
   threshold, or KV-cache usage stays above its threshold, or the gateway's p95 TTFT stays above
-  the SLO; by a step proportional to the excess, at most `max_step`, after the up cooldown;
+  the SLO; by a step proportional to the excess (the largest any rule asks for), at most `max_step`,
+  after the up cooldown;
 - scale down by one after an idle window (load per instance under the low-water mark the whole
   time), never below min, never while a rollout or drain is in progress, after the down cooldown
   and not within the down cooldown of a scale-up (hysteresis: the low-water mark sits well under
@@ -108,19 +109,25 @@ def _scale_up(rules: Rules, samples: list[Sample], situation: Situation, signals
 
 
 def _wanted_for_load(rules: Rules, window: list[Sample], current: int) -> tuple[int, str, str]:
-    """The serving size the window's least-loaded moment still asks for (0 when no rule fires)."""
+    """The largest serving size a rule asks for at the window's least-loaded moment (0 when no rule fires).
+
+    Queue and TTFT ask in proportion to their excess (`ceil(serving × value ÷ threshold)`, as Kubernetes'
+    HPA does), so a step in demand is met in one move rather than one instance per cooldown; KV usage,
+    bounded by 100 %, asks for one more. On a tie the earlier rule names the decision."""
+    asks = [(0, "", "")]
     queue = min(s.waiting / max(s.serving, 1) for s in window)
     if queue > rules.queue_per_instance:
-        wanted = math.ceil(current * queue / rules.queue_per_instance)
-        return wanted, "queue", (f"{queue:.1f} waiting per instance > {rules.queue_per_instance:g} "
-                                 f"for {rules.up_window_seconds:g} s")
+        asks.append((math.ceil(current * queue / rules.queue_per_instance), "queue",
+                     f"{queue:.1f} waiting per instance > {rules.queue_per_instance:g} "
+                     f"for {rules.up_window_seconds:g} s"))
     kv = [s.kv_cache_usage for s in window]
     if None not in kv and min(kv) > rules.kv_cache_usage:
-        return current + 1, "kv_cache", f"KV cache {min(kv):.0%} used > {rules.kv_cache_usage:.0%}"
+        asks.append((current + 1, "kv_cache", f"KV cache {min(kv):.0%} used > {rules.kv_cache_usage:.0%}"))
     ttft = [s.ttft_p95_ms for s in window]
     if rules.ttft_p95_slo_ms is not None and None not in ttft and min(ttft) > rules.ttft_p95_slo_ms:
-        return current + 1, "ttft", f"p95 TTFT {min(ttft):.0f} ms > SLO {rules.ttft_p95_slo_ms:g} ms"
-    return 0, "", ""
+        asks.append((max(current + 1, math.ceil(current * min(ttft) / rules.ttft_p95_slo_ms)), "ttft",
+                     f"p95 TTFT {min(ttft):.0f} ms > SLO {rules.ttft_p95_slo_ms:g} ms"))
+    return max(asks, key=lambda ask: ask[0])
 
 
 def _scale_down(rules: Rules, samples: list[Sample], situation: Situation, signals: dict) -> Decision | None:

@@ -133,6 +133,24 @@ def test_scale_to_zero_and_the_wake():
     assert (woken.action, woken.to_serving, woken.rule) == ("up", 1, "wake")
 
 
+def test_a_ttft_far_over_the_slo_asks_for_a_proportional_step_and_the_largest_ask_wins():
+    policy = Rules(min_replicas=1, max_replicas=10, queue_per_instance=8.0, ttft_p95_slo_ms=500.0, max_step=4,
+                   up_window_seconds=10, cooldown_up_seconds=30)
+
+    def decided(**figures):
+        samples = [Sample(at=t, serving=2, **figures) for t in (0.0, 5.0, 10.0)]
+        return decide(policy, samples, Situation(now=10.0, serving=2))
+
+    slow = decided(ttft_p95_ms=1500.0)  # 3× the SLO → 2 × 3 = 6 wanted, 4 at most per step
+    assert (slow.rule, slow.to_serving) == ("ttft", 6)
+    barely = decided(ttft_p95_ms=510.0)
+    assert (barely.rule, barely.to_serving) == ("ttft", 3)
+    both = decided(waiting=18.0, ttft_p95_ms=2000.0)  # queue: ceil(2 × 9 / 8) = 3; TTFT: 2 × 4 = 8
+    assert (both.rule, both.to_serving) == ("ttft", 6)
+    queue_wins = decided(waiting=60.0, ttft_p95_ms=510.0)  # queue: ceil(2 × 30 / 8) = 8; TTFT: 3
+    assert (queue_wins.rule, queue_wins.to_serving) == ("queue", 6)
+
+
 def test_a_deployment_just_woken_is_not_put_back_to_sleep_while_its_engine_starts():
     """The request that woke it waits at the gateway and shows in no sample: hours of quiet samples from
     before the wake, and a cold start longer than the down cooldown, must not send it back to zero."""
