@@ -13,8 +13,8 @@ gateway process routes to them. The stand-up spike
 machine's load. Engines model prefill, decode and a cold start (`--load-seconds`).
 
 Reported per deployment: TTFT p95 over the run and during the spike (client-measured, first
-streamed token), the time from the load step until the p95 of every later 5-s window (by send
-time; a failed request counts as over) is back under the SLO, instance-seconds (each engine from
+streamed token), the time from the load step until the p95 of every later 5-s window of the spike
+(by send time; a failed request counts as over) is back under the SLO, instance-seconds (each engine from
 its launch to its stop, warm ones included), scale decisions, and for promotions the time from
 the decision to the first token the promoted instance served (from the gateway's usage records).
 """
@@ -226,11 +226,12 @@ def p95(values: list[float]) -> float:
 
 
 def back_under_slo(result: Result, spec) -> float | None:
-    """Seconds from the step to the end of the last window (by send time) whose p95 TTFT was over the SLO
-    or had a failure; 0 if none was; None if the run ended over it."""
+    """Seconds from the step to the end of the last window of the spike (by send time) whose p95 TTFT was over
+    the SLO or had a failure; 0 if none was; None if the spike ended over it. The quiet phases are left out:
+    at one request a second a 5-s window's p95 is its slowest request."""
     last_over = None
     at = spec.step_at
-    while at < spec.seconds:
+    while at < spec.spike_ends:
         window = [o for o in result.outcomes if at <= o.sent_at < at + WINDOW_SECONDS]
         over = any(o.ttft is None for o in window) or (window and p95([o.ttft * 1000 for o in window]) > SLO_MS)
         if over:
@@ -238,7 +239,7 @@ def back_under_slo(result: Result, spec) -> float | None:
         at += WINDOW_SECONDS
     if last_over is None:
         return 0.0
-    return None if last_over >= spec.seconds else last_over - spec.step_at
+    return None if last_over >= spec.spike_ends else last_over - spec.step_at
 
 
 def promotion_seconds(result: Result, *, warm: bool = True) -> list[float]:
@@ -272,7 +273,7 @@ def _print(spec, results: list[Result], began: float) -> None:
         ups = sum(1 for d in decisions if d["to"] > d["from"])
         promoted, cold = promotion_seconds(r), promotion_seconds(r, warm=False)
         print(f"| {r.scenario['label']} | {len(r.outcomes)} | {r.failed()} | {p95(r.ttfts_ms()):,.0f} | "
-              f"{p95(r.ttfts_ms(*spike)):,.0f} | {'not within the run' if back is None else f'{back:.0f}'} | "
+              f"{p95(r.ttfts_ms(*spike)):,.0f} | {'not within the spike' if back is None else f'{back:.0f}'} | "
               f"{r.rows.get('instance_seconds', 0):,.0f} | {len(decisions)} ({ups}/{len(decisions) - ups}) | "
               f"{r.rows.get('peak_instances') or '–'} | "
               f"{' / '.join(f'{s:.1f}' for s in promoted) if promoted else '–'} | "

@@ -39,6 +39,7 @@ def test_back_under_the_slo_is_the_end_of_the_last_window_over_it_counted_from_t
     assert back_under_slo(outcomes(lambda t: 3.0 if step <= t < step + 12 else 0.1), SPEC) == 15
     assert back_under_slo(outcomes(lambda t: None if t == step + 31 else 0.1), SPEC) == 35  # a failure counts
     assert back_under_slo(outcomes(lambda t: 3.0 if t >= step else 0.1), SPEC) is None
+    assert back_under_slo(outcomes(lambda t: 3.0 if t >= SPEC.spike_ends else 0.1), SPEC) == 0  # quiet: not judged
 
 
 def test_promotion_time_runs_from_the_decision_to_the_first_token_and_keeps_cold_ones_apart():
