@@ -17,6 +17,10 @@ No database, no clock of its own, no randomness: the autoscale task gathers samp
 import math
 from dataclasses import asdict, dataclass
 
+# The TTFT rule acts only on a window of at least this many requests: the p95 of a handful is the slowest one,
+# and one developer's burst of uncached prompts on a quiet deployment is not a reason to add an engine.
+TTFT_MIN_REQUESTS = 20
+
 
 @dataclass(frozen=True)
 class Rules:
@@ -124,7 +128,8 @@ def _wanted_for_load(rules: Rules, window: list[Sample], current: int) -> tuple[
     if None not in kv and min(kv) > rules.kv_cache_usage:
         asks.append((current + 1, "kv_cache", f"KV cache {min(kv):.0%} used > {rules.kv_cache_usage:.0%}"))
     ttft = [s.ttft_p95_ms for s in window]
-    if rules.ttft_p95_slo_ms is not None and None not in ttft and min(ttft) > rules.ttft_p95_slo_ms:
+    enough = sum(s.requests for s in window) >= TTFT_MIN_REQUESTS
+    if rules.ttft_p95_slo_ms is not None and enough and None not in ttft and min(ttft) > rules.ttft_p95_slo_ms:
         asks.append((max(current + 1, math.ceil(current * min(ttft) / rules.ttft_p95_slo_ms)), "ttft",
                      f"p95 TTFT {min(ttft):.0f} ms > SLO {rules.ttft_p95_slo_ms:g} ms"))
     return max(asks, key=lambda ask: ask[0])

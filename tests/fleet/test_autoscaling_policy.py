@@ -138,7 +138,7 @@ def test_a_ttft_far_over_the_slo_asks_for_a_proportional_step_and_the_largest_as
                    up_window_seconds=10, cooldown_up_seconds=30)
 
     def decided(**figures):
-        samples = [Sample(at=t, serving=2, **figures) for t in (0.0, 5.0, 10.0)]
+        samples = [Sample(at=t, serving=2, requests=10, **figures) for t in (0.0, 5.0, 10.0)]
         return decide(policy, samples, Situation(now=10.0, serving=2))
 
     slow = decided(ttft_p95_ms=1500.0)  # 3× the SLO → 2 × 3 = 6 wanted, 4 at most per step
@@ -149,6 +149,14 @@ def test_a_ttft_far_over_the_slo_asks_for_a_proportional_step_and_the_largest_as
     assert (both.rule, both.to_serving) == ("ttft", 6)
     queue_wins = decided(waiting=60.0, ttft_p95_ms=510.0)  # queue: ceil(2 × 30 / 8) = 8; TTFT: 3
     assert (queue_wins.rule, queue_wins.to_serving) == ("queue", 6)
+
+
+def test_slow_first_tokens_of_a_handful_of_requests_move_nothing():
+    policy = Rules(min_replicas=1, max_replicas=4, ttft_p95_slo_ms=500.0, up_window_seconds=10)
+    few = [Sample(at=t, serving=1, ttft_p95_ms=900.0, requests=3) for t in (0.0, 5.0, 10.0)]  # 9 requests
+    assert decide(policy, few, Situation(now=10.0, serving=1)).action == "hold"
+    many = [Sample(at=t, serving=1, ttft_p95_ms=900.0, requests=7) for t in (0.0, 5.0, 10.0)]  # 21 requests
+    assert decide(policy, many, Situation(now=10.0, serving=1)).rule == "ttft"
 
 
 def test_a_deployment_just_woken_is_not_put_back_to_sleep_while_its_engine_starts():
