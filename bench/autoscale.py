@@ -242,15 +242,17 @@ def back_under_slo(result: Result, spec) -> float | None:
     return None if last_over >= spec.spike_ends else last_over - spec.step_at
 
 
-def promotion_seconds(result: Result, *, warm: bool = True) -> list[float]:
+def promotion_seconds(result: Result, *, warm: bool = True, served: bool = True) -> list[float]:
     """For each promotion of a ready warm instance (or, `warm=False`, of one still cold-starting, which the
-    pool had not refilled yet): seconds from the decision that caused it to the instance's first token."""
+    pool had not refilled yet): seconds from the decision that caused it to the instance's first token
+    (`served=False`: to the promotion itself, the routing change)."""
     decisions = [d for d in result.rows.get("decisions", []) if d["to"] > d["from"]]
     found = []
     for promotion in result.rows.get("promotions", []):
         cause = [d for d in decisions if d["at"] <= promotion["at"] + 0.5]
-        if cause and promotion["first_served"] is not None and promotion["was_ready"] == warm:
-            found.append(promotion["first_served"] - cause[-1]["at"])
+        end = promotion["first_served"] if served else promotion["at"]
+        if cause and end is not None and promotion["was_ready"] == warm:
+            found.append(end - cause[-1]["at"])
     return found
 
 
@@ -272,11 +274,13 @@ def _print(spec, results: list[Result], began: float) -> None:
         decisions = r.rows.get("decisions", [])
         ups = sum(1 for d in decisions if d["to"] > d["from"])
         promoted, cold = promotion_seconds(r), promotion_seconds(r, warm=False)
+        routed = promotion_seconds(r, served=False)
         print(f"| {r.scenario['label']} | {len(r.outcomes)} | {r.failed()} | {p95(r.ttfts_ms()):,.0f} | "
               f"{p95(r.ttfts_ms(*spike)):,.0f} | {'not within the spike' if back is None else f'{back:.0f}'} | "
               f"{r.rows.get('instance_seconds', 0):,.0f} | {len(decisions)} ({ups}/{len(decisions) - ups}) | "
               f"{r.rows.get('peak_instances') or '–'} | "
-              f"{' / '.join(f'{s:.1f}' for s in promoted) if promoted else '–'} | "
+              f"{' / '.join(f'{s:.1f}' for s in promoted) if promoted else '–'}"
+              f"{' (promoted after ' + ' / '.join(f'{s:.1f}' for s in routed) + ')' if routed else ''} | "
               f"{' / '.join(f'{s:.1f}' for s in cold) if cold else '–'} |")
     for r in results:
         steps = ", ".join(f"{d['at'] - began:.0f} s {d['rule']} {d['from']}→{d['to']}"
