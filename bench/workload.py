@@ -1,4 +1,5 @@
-"""A seeded coding-assistant workload for the routing benchmark (`bench/routing.py`).
+"""Seeded coding-assistant workloads: steady bursty traffic for the routing benchmark (`bench/routing.py`)
+and the "stand-up spike" for the autoscaling benchmark (`bench/autoscale.py`).
 
 Developers work in repositories. Every prompt of a repository starts with the same long text
 (the repository's system prompt, then the file headers every file shares: licence, imports,
@@ -8,7 +9,11 @@ max_tokens 16) and chat about the file (`/v1/chat/completions`, system = the rep
 max_tokens 64). Arrivals are bursty: bursts arrive as a Poisson process; each burst is one
 developer typing in one file, a few requests a fraction of a second apart.
 
-    python -m bench workload      # prints a summary of the default workload
+The stand-up spike is the same requests with another arrival curve: a quiet team (the stand-up),
+then everyone back at their desk at once — a step to several times the rate, held, then fading
+back to quiet.
+
+    python -m bench workload      # prints a summary of both workloads
 """
 from __future__ import annotations
 
@@ -55,6 +60,43 @@ class WorkloadSpec:
                    seed=int(os.environ.get("BENCH_ROUTING_SEED", cls.seed)))
 
 
+@dataclass(frozen=True)
+class StandupSpec:
+    """The stand-up spike: `quiet_rate` req/s, a step to `spike_rate` at `step_at`, held, faded, quiet again."""
+
+    seed: int = 11
+    developers: int = 60
+    repos: int = 12
+    files_per_repo: int = 10
+    files_per_developer: int = 3
+    quiet_rate: float = 1.0
+    spike_rate: float = 8.0
+    step_at: float = 40.0
+    hold_seconds: float = 60.0
+    fade_seconds: float = 30.0
+    seconds: float = 300.0
+    mean_burst: float = 3.0
+    burst_gap: float = 0.25
+    chat_share: float = 0.15
+
+    @classmethod
+    def from_env(cls) -> "StandupSpec":
+        """BENCH_AUTOSCALE_QUIET_RATE / _SPIKE_RATE / _SEED override the defaults."""
+        return cls(quiet_rate=float(os.environ.get("BENCH_AUTOSCALE_QUIET_RATE", cls.quiet_rate)),
+                   spike_rate=float(os.environ.get("BENCH_AUTOSCALE_SPIKE_RATE", cls.spike_rate)),
+                   seed=int(os.environ.get("BENCH_AUTOSCALE_SEED", cls.seed)))
+
+    @property
+    def spike_ends(self) -> float:
+        return self.step_at + self.hold_seconds + self.fade_seconds
+
+    def rate_at(self, at: float) -> float:
+        if at < self.step_at or at >= self.spike_ends:
+            return self.quiet_rate
+        faded = max(0.0, at - self.step_at - self.hold_seconds) / self.fade_seconds if self.fade_seconds else 0.0
+        return self.spike_rate - (self.spike_rate - self.quiet_rate) * faded
+
+
 @dataclass(frozen=True, slots=True)
 class Repo:
     name: str
@@ -74,6 +116,22 @@ def generate(spec: WorkloadSpec, model: str) -> list[WorkItem]:
     while at < spec.seconds:
         items.extend(_burst(rng, spec, at, repos, developers, model))
         at += rng.expovariate(spec.rate / spec.mean_burst)
+    return sorted((i for i in items if i.at < spec.seconds), key=lambda i: i.at)
+
+
+def generate_standup(spec: StandupSpec, model: str) -> list[WorkItem]:
+    """The stand-up spike's requests for the same spec, sorted by send time (bursts thinned from the peak rate)."""
+    rng = random.Random(spec.seed)
+    repos = [_repo(rng, index, spec.files_per_repo) for index in range(spec.repos)]
+    developers = [(d % spec.repos, rng.sample(range(spec.files_per_repo), spec.files_per_developer))
+                  for d in range(spec.developers)]
+    peak = max(spec.quiet_rate, spec.spike_rate) / spec.mean_burst
+    items: list[WorkItem] = []
+    at = rng.expovariate(peak)
+    while at < spec.seconds:
+        if rng.random() * peak < spec.rate_at(at) / spec.mean_burst:
+            items.extend(_burst(rng, spec, at, repos, developers, model))
+        at += rng.expovariate(peak)
     return sorted((i for i in items if i.at < spec.seconds), key=lambda i: i.at)
 
 
@@ -139,6 +197,27 @@ def prompt_chars(item: WorkItem) -> int:
 
 
 def main() -> None:
+    _print_routing()
+    _print_standup()
+
+
+def _print_standup() -> None:
+    spec = StandupSpec.from_env()
+    items = generate_standup(spec, "sim-coder")
+    phases = (("quiet, before", 0, spec.step_at), ("spike (held)", spec.step_at, spec.step_at + spec.hold_seconds),
+              ("fading", spec.step_at + spec.hold_seconds, spec.spike_ends), ("quiet, after", spec.spike_ends,
+                                                                               spec.seconds))
+    print(f"\nstand-up spike, seed {spec.seed}: {spec.quiet_rate:g} req/s, a step to {spec.spike_rate:g} req/s at "
+          f"{spec.step_at:g} s held {spec.hold_seconds:g} s, back to quiet over {spec.fade_seconds:g} s; "
+          f"{spec.seconds:g} s, {len(items)} requests\n")
+    print("| phase | from s | to s | requests | req/s |")
+    print("|---|---:|---:|---:|---:|")
+    for name, begin, end in phases:
+        count = sum(1 for i in items if begin <= i.at < end)
+        print(f"| {name} | {begin:g} | {end:g} | {count} | {count / (end - begin):.1f} |")
+
+
+def _print_routing() -> None:
     spec = WorkloadSpec.from_env()
     items = generate(spec, "sim-coder")
     chats = sum(1 for i in items if i.endpoint.endswith("chat/completions"))

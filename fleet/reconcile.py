@@ -49,6 +49,12 @@ def _lock(deployment_id: int) -> Deployment | None:
             .filter(pk=deployment_id).first())
 
 
+def move_roles(deployment_id: int) -> dict | None:
+    """The role and size moves of one pass, now (no launches): a scale-up's promotions are routing changes only,
+    and should not wait for the reconcile task behind the worker's other work."""
+    return _plan(deployment_id)
+
+
 @transaction.atomic
 def _plan(deployment_id: int) -> dict | None:
     deployment = _lock(deployment_id)

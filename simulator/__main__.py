@@ -28,6 +28,8 @@ HELP = {
                          "event in a stream and its 500 otherwise (0: off)",
     "error_rate": "fault injection: share of generation requests answered with vLLM's 500 at once (0: off)",
     "latency_multiplier": "fault injection: every modeled prefill and decode step takes this many times as long",
+    "load_seconds": "modeled model load: the port opens only after this many seconds, as a real engine's "
+                    "does once its weights are loaded (cold-start benchmarks)",
     "log_level": "log level of the HTTP server",
     "record_requests": "append every generation request received (headers and body) to this file",
 }
@@ -66,6 +68,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from .app import build_app
 
     config = parse_config(argv)
+    if config.load_seconds:
+        import time
+
+        time.sleep(config.load_seconds)  # nothing listens yet: probes see a refused connection, as with vLLM
     logging.getLogger("gateway.server").setLevel(config.log_level.upper())
     HttpServer(build_app(config), host=config.host, port=config.port).run()
 

@@ -30,6 +30,7 @@ class SimulatorConfig:
     fail_after_tokens: int = 0  # fault injection (0: off): a generation fails after this many tokens
     error_rate: float = 0.0  # fault injection: this share of generation requests is answered 500 at once
     latency_multiplier: float = 1.0  # fault injection: every modeled step takes this many times as long
+    load_seconds: float = 0.0  # modeled model load: the port opens only after this long, as vLLM's does
     log_level: str = "warning"
     record_requests: str = ""  # a file: every generation request received is appended to it (tests)
 
@@ -41,7 +42,7 @@ class SimulatorConfig:
                      "max_num_batched_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-        if self.prefill_ms_per_token < 0 or self.decode_ms_per_token < 0 or self.batch_alpha < 0:
+        if min(self.prefill_ms_per_token, self.decode_ms_per_token, self.batch_alpha, self.load_seconds) < 0:
             raise ValueError("timing parameters must be >= 0")
         if not 0.0 <= self.eos_probability <= 1.0:
             raise ValueError("eos_probability must be within [0, 1]")

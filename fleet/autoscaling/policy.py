@@ -4,7 +4,8 @@ No database, no clock of its own, no randomness: the autoscale task gathers samp
 `decide`, and tests drive it with any sequence they like. Rules follow production practice:
 - scale up when, for a whole window, waiting requests per serving instance stay above a
   threshold, or KV-cache usage stays above its threshold, or the gateway's p95 TTFT stays above
-  the SLO; by a step proportional to the excess, at most `max_step`, after the up cooldown;
+  the SLO; by a step proportional to the excess (the largest any rule asks for), at most `max_step`,
+  after the up cooldown;
 - scale down by one after an idle window (load per instance under the low-water mark the whole
   time), never below min, never while a rollout or drain is in progress, after the down cooldown
   and not within the down cooldown of a scale-up (hysteresis: the low-water mark sits well under
@@ -15,6 +16,10 @@ No database, no clock of its own, no randomness: the autoscale task gathers samp
 """
 import math
 from dataclasses import asdict, dataclass
+
+# The TTFT rule acts only on a window of at least this many requests: the p95 of a handful is the slowest one,
+# and one developer's burst of uncached prompts on a quiet deployment is not a reason to add an engine.
+TTFT_MIN_REQUESTS = 20
 
 
 @dataclass(frozen=True)
@@ -108,30 +113,41 @@ def _scale_up(rules: Rules, samples: list[Sample], situation: Situation, signals
 
 
 def _wanted_for_load(rules: Rules, window: list[Sample], current: int) -> tuple[int, str, str]:
-    """The serving size the window's least-loaded moment still asks for (0 when no rule fires)."""
+    """The largest serving size a rule asks for at the window's least-loaded moment (0 when no rule fires).
+
+    Queue and TTFT ask in proportion to their excess (`ceil(serving × value ÷ threshold)`, as Kubernetes'
+    HPA does), so a step in demand is met in one move rather than one instance per cooldown; KV usage,
+    bounded by 100 %, asks for one more. On a tie the earlier rule names the decision."""
+    asks = [(0, "", "")]
     queue = min(s.waiting / max(s.serving, 1) for s in window)
     if queue > rules.queue_per_instance:
-        wanted = math.ceil(current * queue / rules.queue_per_instance)
-        return wanted, "queue", (f"{queue:.1f} waiting per instance > {rules.queue_per_instance:g} "
-                                 f"for {rules.up_window_seconds:g} s")
+        asks.append((math.ceil(current * queue / rules.queue_per_instance), "queue",
+                     f"{queue:.1f} waiting per instance > {rules.queue_per_instance:g} "
+                     f"for {rules.up_window_seconds:g} s"))
     kv = [s.kv_cache_usage for s in window if s.kv_cache_usage is not None]
     if len(kv) == len(window) and min(kv) > rules.kv_cache_usage:
-        return current + 1, "kv_cache", f"KV cache {min(kv):.0%} used > {rules.kv_cache_usage:.0%}"
+        asks.append((current + 1, "kv_cache", f"KV cache {min(kv):.0%} used > {rules.kv_cache_usage:.0%}"))
     ttft = [s.ttft_p95_ms for s in window if s.ttft_p95_ms is not None]
-    if rules.ttft_p95_slo_ms is not None and len(ttft) == len(window) and min(ttft) > rules.ttft_p95_slo_ms:
-        return current + 1, "ttft", f"p95 TTFT {min(ttft):.0f} ms > SLO {rules.ttft_p95_slo_ms:g} ms"
-    return 0, "", ""
+    enough = sum(s.requests for s in window) >= TTFT_MIN_REQUESTS
+    if rules.ttft_p95_slo_ms is not None and enough and len(ttft) == len(window) and min(ttft) > rules.ttft_p95_slo_ms:
+        asks.append((max(current + 1, math.ceil(current * min(ttft) / rules.ttft_p95_slo_ms)), "ttft",
+                     f"p95 TTFT {min(ttft):.0f} ms > SLO {rules.ttft_p95_slo_ms:g} ms"))
+    return max(asks, key=lambda ask: ask[0])
 
 
 def _scale_down(rules: Rules, samples: list[Sample], situation: Situation, signals: dict) -> Decision | None:
     current = situation.serving
     if situation.busy or current <= rules.min_replicas:
         return None
-    if _cooling(situation.last_scale_down_at, rules.cooldown_down_seconds, situation) or \
-            _cooling(situation.last_scale_up_at, rules.cooldown_down_seconds, situation):
-        return None
     to_zero = current == 1
     seconds = max(rules.idle_window_seconds, rules.zero_after_idle_seconds) if to_zero else rules.idle_window_seconds
+    # Back to zero only a whole idle period after the last wake or scale-up: the requests a wake holds at
+    # the gateway show in no sample until served, so the quiet samples from before the wake (and of a
+    # cold start longer than the down cooldown) must not put a deployment that just woke back to sleep.
+    since_up = seconds if to_zero else rules.cooldown_down_seconds
+    if _cooling(situation.last_scale_down_at, rules.cooldown_down_seconds, situation) or \
+            _cooling(situation.last_scale_up_at, since_up, situation):
+        return None
     window = _window(samples, situation, seconds, rules.sample_interval_seconds)
     if not window or any(_load(s) >= rules.low_water_per_instance for s in window):
         return None

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from fleet import leases
+from fleet import leases, reconcile
 from fleet.autoscaling import policy, signals
 from fleet.models import Deployment, DeploymentStatus, ScalingPolicy
 from fleet.states import InstanceState
@@ -71,4 +71,6 @@ def scale_one(deployment: Deployment) -> int:
     if not decision.changes:
         return 0
     apply_scaling_decision(deployment, decision)
+    if decision.action == "up":
+        reconcile.move_roles(deployment.pk)  # promote warm instances in this pass; the reconcile task launches
     return 1

@@ -46,6 +46,19 @@ def test_a_queue_held_for_the_window_scales_up_and_the_decision_is_stored_and_au
     assert scaler.run_pass() == {"sampled": 1, "changed": 0}  # the cooldown holds it
 
 
+def test_a_scale_up_promotes_a_ready_warm_instance_in_the_same_pass(scaled):
+    """A promotion is a routing change only: it does not wait for the reconcile task (never run here)."""
+    Deployment.objects.filter(pk=scaled.pk).update(warm_pool_size=1)
+    warm = Instance.objects.create(deployment=scaled, state=S.READY, role=InstanceRole.WARM,
+                                   endpoint_url="http://127.0.0.1:10")
+    backfill(scaled, 25, waiting=30, running=4)
+    assert scaler.run_pass()["changed"] == 1
+    assert Instance.objects.get(pk=warm.pk).role == InstanceRole.SERVING
+    assert AuditEvent.objects.filter(action="fleet.instance.promote", target_id=str(warm.pk)).exists()
+    # 1 → 3: the warm one serves, one more serving and a warm refill wait for the reconcile task to launch them
+    assert Instance.objects.filter(deployment=scaled, state=S.PENDING).count() == 2
+
+
 def test_a_short_burst_moves_nothing(scaled):
     backfill(scaled, 10, waiting=30)
     assert scaler.run_pass()["changed"] == 0
