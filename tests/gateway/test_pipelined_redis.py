@@ -274,7 +274,7 @@ def test_an_unanswering_redis_answers_per_policy_within_the_timeout(script_known
     budget, rate, elapsed = asyncio.run(scenario())
     assert budget.outcome == Outcome.LIMITER_UNAVAILABLE
     assert rate.outcome == Outcome.ADMITTED and rate.reservation is None
-    assert elapsed < 1  # two admissions of 0.1 s each; the guard only catches a hang
+    assert elapsed > 0.09  # two admissions that each waited for the limiter's 0.1 s; wait_for catches a hang
 
 
 @needs_redis

