@@ -51,7 +51,7 @@ def _deployment(tenant, version, name, instances=1):
     return deployment
 
 
-def _rollout(deployment, versions):
+def make_rollout(deployment, versions):
     """A canary of `deployment` to the next version, at its first stage."""
     from rollouts.models import Rollout, RolloutState
 
@@ -84,7 +84,7 @@ def build_world(alice, bob):
         dep=dep, instances=list(dep.instances.order_by("pk")),
         doomed=_deployment(a, versions.main, "doomed-a"),
         dep_b=_deployment(b, versions.main, "coder-b"), shared=_deployment(None, versions.main, "shared-pool"),
-        rollout=_rollout(_deployment(a, versions.main, "canary-a"), versions),
+        rollout=make_rollout(_deployment(a, versions.main, "canary-a"), versions),
     )
     for tenant in (a, b):
         BudgetState.objects.create(tenant=tenant, checked_at=timezone.now())
