@@ -211,9 +211,10 @@ def _tally(name, mode, load, deployment, a, b, instance, started) -> dict:
                                          instance_id=instance.pk).count()
     b_errors += UsageEvent.objects.filter(occurred_at__gte=since, retried_instance_id=instance.pk).count()
     statuses = [status for _, status in load.results]
+    ttfts = sorted(ms for ms in rows.filter(outcome="ok").values_list("ttft_ms", flat=True) if ms is not None)
     failures = Counter(str(s) if s else "no answer" for s in statuses if s != 200)
     return {"scenario": name, "mode": mode, "sent": len(statuses), "failed": sum(failures.values()),
-            "failures": dict(failures),
+            "failures": dict(failures), "ttft_p95_ms": ttfts[int(0.95 * (len(ttfts) - 1))] if ttfts else None,
             "served_a": served[a.pk], "served_b": served[b.pk], "b_engine_errors": b_errors,
             "seconds": round(time.time() - started - 2.5, 1)}
 

@@ -13,7 +13,8 @@ version for as long as the gated run took (the deployment's version changed at o
 Reported per run: the weight of B over time (seconds since the first stage → weight), requests sent,
 failed at the client, served by A and by B (the gateway's usage records), B's engine errors (including
 those retried on A before the first byte), time to detect (first stage live → the rollback decision) and
-time to roll back (the decision → the end of the last request B served).
+time to roll back (the decision → the end of the last request B served), and the p95 time to first token
+of every answered request of the run (the gateway's records, both versions).
 """
 from __future__ import annotations
 
@@ -61,6 +62,10 @@ def _seconds(value) -> str:
     return "—" if value is None else f"{value:.1f} s"
 
 
+def _ms(value) -> str:
+    return "—" if value is None else f"{value:.0f} ms"
+
+
 def _timeline(points) -> str:
     return " → ".join(f"{t:g}s:{w:.0%}" for t, w in points)
 
@@ -69,11 +74,12 @@ def _print(rate: float, runs: list[dict]) -> None:
     print(f"{rate:g} req/s open loop, 4 completion tokens each; canary stages 10 % (10 s) → 50 % (10 s) → 100 % (5 s), "
           "min_requests 20, window 30 s, stepped every 1 s (compressed; defaults 15 min / 15 min / 5 min, step 5 s)\n")
     print("| scenario | run | outcome | weight of B over time | sent | failed | served by A | served by B "
-          "| B engine errors | time to detect | time to roll back |")
-    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| B engine errors | p95 TTFT | time to detect | time to roll back |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for run in runs:
         print(f"| {run['scenario']} | {run['mode']} | {run['outcome']} | {_timeline(run['timeline'])} | {run['sent']} "
               f"| {run['failed']} | {run['served_a']} | {run['served_b']} | {run['b_engine_errors']} "
+              f"| {_ms(run['ttft_p95_ms'])} "
               f"| {_seconds(run['detect_s'])} | {_seconds(run['rollback_s'])} |")
     print()
     for run in runs:
