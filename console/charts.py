@@ -140,3 +140,34 @@ def scaling_chart(samples: list, decisions: list) -> str:
     description = (f"{len(samples)} samples from {start:%H:%M} to {end:%H:%M}: serving instances (solid), serving plus "
                    f"warm (dashed), waiting requests (thin); {len(marks)} scaling decisions marked.")
     return _frame("Instances and demand", description, body)
+
+
+def versions_chart(series: dict[str, list[tuple[datetime, float | None]]], *, title: str, value_label: str) -> str:
+    """Two versions' figure over the same time buckets: A solid, B dashed; a bucket without requests is a gap."""
+    moments = [moment for moment, _ in next(iter(series.values()), [])]
+    values = [v for points in series.values() for _, v in points if v is not None]
+    if not moments or not values:
+        return _frame(title, "No requests judged yet.", "")
+    top_value = nice_max(max(values))
+
+    def segments(points) -> list[list[str]]:
+        runs: list[list[str]] = [[]]
+        for index, (_, value) in enumerate(points):
+            if value is None:
+                runs.append([])
+            else:
+                runs[-1].append(f"{_x(index, len(points)):.1f},{_y(value, top_value):.1f}")
+        return [run for run in runs if run]
+
+    lines = [(f"chart-line chart-version-{slot}", " ".join(run))
+             for slot, points in zip("ab", series.values()) for run in segments(points) if run]
+    body = mark_safe(_y_grid(top_value) + _x_labels(moments, "minute")
+                     + format_html_join("", '<polyline class="{}" points="{}"/>', lines))
+    latest = "; ".join(f"{label}: {_last(points, value_label)}" for label, points in series.items())
+    description = f"{len(moments)} intervals from {moments[0]:%H:%M} to {moments[-1]:%H:%M}; latest {latest}."
+    return _frame(title, description, body)
+
+
+def _last(points, value_label: str) -> str:
+    seen = [value for _, value in points if value is not None]
+    return f"{short_number(seen[-1])} {value_label}" if seen else "no requests"

@@ -19,6 +19,7 @@ from fleet.models import Deployment, ScalingPolicy
 from fleet.permissions import may_see_internals, readable_deployments
 from fleet.runtime.capacity import WAITING_FOR_CAPACITY
 from fleet.states import LIVE_STATES, InstanceState
+from rollouts.selectors import active_rollout
 
 LOG_TAIL_LINES = 20
 
@@ -98,6 +99,7 @@ def deployment_detail(request, pk):
         "deployment": deployment,
         "instances": [_instance_row(i, internals) for i in deployment.instances.order_by("-pk")],
         "summary": _summary(deployment), "can_manage": can_manage,
+        "rollout": active_rollout(deployment.pk),
         "scale_form": (ScaleForm(initial={n: getattr(deployment, n) for n in ScaleForm.base_fields})
                        if can_manage else None),
         "routing_form": RoutingForm(initial={"routing_policy": deployment.routing_policy}) if can_manage else None,

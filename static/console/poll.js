@@ -61,8 +61,36 @@
       .finally(next);
   }
 
+  // A server-rendered fragment (the rollout's live panel): swapped in whole; the buttons stay outside it, so
+  // keyboard focus is never lost. When the state changed, the buttons may be stale: say so.
+  function pollFragment(box) {
+    var next = function () { window.setTimeout(function () { pollFragment(box); }, INTERVAL_MS); };
+    if (document.hidden) { next(); return; }
+    fetch(box.getAttribute("data-poll-fragment"), { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) { if (!r.ok) throw new Error(String(r.status)); return r.text(); })
+      .then(function (html) {
+        var fresh = document.createElement("div");
+        fresh.innerHTML = html;
+        var state = fresh.querySelector("[data-rollout-state]");
+        box.replaceChildren.apply(box, Array.prototype.slice.call(fresh.childNodes));
+        if (state && state.getAttribute("data-rollout-state") !== box.getAttribute("data-state") &&
+            !document.getElementById("rollout-stale")) {
+          var note = document.createElement("p");
+          note.id = "rollout-stale";
+          note.className = "poll-note note";
+          note.innerHTML = 'The rollout\'s state changed. <a href="">Reload the page</a> for its buttons.';
+          box.parentNode.insertBefore(note, box);
+        }
+      })
+      .catch(function () { /* the next tick tries again */ })
+      .finally(next);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     var panel = document.getElementById("instances-panel");
     if (panel) window.setTimeout(function () { poll(panel); }, INTERVAL_MS);
+    document.querySelectorAll("[data-poll-fragment]").forEach(function (box) {
+      window.setTimeout(function () { pollFragment(box); }, INTERVAL_MS);
+    });
   });
 })();

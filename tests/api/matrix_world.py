@@ -52,7 +52,7 @@ def _deployment(tenant, version, name, instances=1):
     return deployment
 
 
-def _rollout(deployment, versions):
+def make_rollout(deployment, versions):
     """A canary of `deployment` to the next version, at its first stage."""
     from rollouts.models import Rollout, RolloutState
 
@@ -89,7 +89,7 @@ def build_world(alice, bob):
         # another platform admin's platform keys: one to revoke, one to rotate, one to DELETE
         platform_keys=[make_key(None, platform_ops, name=f"platform {n}").api_key for n in range(3)],
         grant=grant_permission(tenant=a, user=target_dev, perm=Perm.VIEW_AUDIT, actor=SYSTEM),
-        rollout=_rollout(_deployment(a, versions.main, "canary-a"), versions),
+        rollout=make_rollout(_deployment(a, versions.main, "canary-a"), versions),
     )
     for tenant in (a, b):
         BudgetState.objects.create(tenant=tenant, checked_at=timezone.now())

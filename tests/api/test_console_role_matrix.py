@@ -54,6 +54,8 @@ ROWS = [
      (INT, INT, INT, NOINT, 404, NOINT, 404)),
     ("instances-json", "GET", lambda c, w, me: c.get(url("instances-json", w.dep.pk)), "endpoints",
      (INT, INT, INT, NOINT, 404, NOINT, 404)),
+    ("rollout", "GET", lambda c, w, me: c.get(url("rollout", w.rollout.deployment_id)), "status", OPS),
+    ("rollout-live", "GET", lambda c, w, me: c.get(url("rollout-live", w.rollout.deployment_id)), "status", OPS),
     ("models", "GET", lambda c, w, me: c.get(url("models")), "artifact", (INT, INT, INT, NOINT, 404, NOINT, 404)),
     ("usage", "GET", lambda c, w, me: c.get(url("usage")), "status", OPS),
     ("budgets", "GET", lambda c, w, me: c.get(url("budgets")), "status", OPS),
@@ -124,6 +126,14 @@ ROWS = [
      "status", MANAGE),
     ("routing", "POST", lambda c, w, me: c.post(url("routing", w.dep.pk), {"routing_policy": "least_outstanding"}),
      "status", MANAGE),
+    # rollouts: as the REST API (rollouts/api/views.py): who manages the deployment starts and steers them
+    ("rollout-start", "POST", lambda c, w, me: c.post(url("rollout-start", w.dep.pk), {
+        "to_version": w.versions.next.pk, "strategy": "canary", "sticky_by": "session", "grace_seconds": 60}),
+     "status", MANAGE),
+    ("rollout-action", "POST", lambda c, w, me: c.post(url("rollout-action", w.rollout.deployment_id, w.rollout.pk,
+                                                           "pause")), "status", MANAGE),
+    ("rollout-action", "POST", lambda c, w, me: c.post(url("rollout-action", w.rollout.deployment_id, w.rollout.pk,
+                                                           "roll-back")), "status", MANAGE),
     ("deployment-delete", "POST", lambda c, w, me: c.post(url("deployment-delete", w.doomed.pk)), "status", MANAGE),
     # the registry, GPU prices and tenants themselves: platform staff
     ("model-create", "POST", lambda c, w, me: c.post(url("model-create"), {"name": "console-new", "family": "other"}),

@@ -19,7 +19,7 @@ from audit.actor import Actor
 from quotas.models import QuotaPolicy
 from tenants.models import Invitation, Membership
 from tenants.services import grant_permission, tenant_grants
-from tests.api.matrix_world import build_world
+from tests.api.matrix_world import build_world, make_rollout
 from tests.api.test_console_role_matrix import CONSOLE_MATRIX
 
 GHOST = 987654321
@@ -63,6 +63,7 @@ def world(alice, bob, settings):
     world.b_grant = grant_permission(tenant=bob.tenant, user=bob.user, perm="export_audit", actor=Actor.system("t"))
     world.b_open_invitation = Invitation.objects.create(tenant=bob.tenant, email="someone@b.example", role="viewer",
                                                         expires_at=timezone.now() + timedelta(days=1))
+    world.b_rollout = make_rollout(world.dep_b, world.versions)
     return world
 
 
@@ -72,12 +73,13 @@ def _b_values(world, action, answer):
             "member_id": Membership.objects.get(tenant=world.b, user=world.bob.user).pk,
             "invitation_id": world.b_open_invitation.pk, "grant_id": world.b_grant.pk,
             "key_id": ApiKey.objects.filter(tenant=world.b).first().pk,
-            "action": action, "answer": answer}
+            "rollout_id": world.b_rollout.pk, "action": action, "answer": answer}
 
 
 def _ghost_values(action, answer):
     return {"slug": "no-such-tenant", "pk": GHOST, "instance_id": GHOST, "policy_id": GHOST, "member_id": GHOST,
-            "invitation_id": GHOST, "grant_id": GHOST, "key_id": GHOST, "action": action, "answer": answer}
+            "invitation_id": GHOST, "grant_id": GHOST, "key_id": GHOST, "rollout_id": GHOST, "action": action,
+            "answer": answer}
 
 
 def _first_choice(route, group):
@@ -89,7 +91,8 @@ def test_every_scoped_route_is_walked():
     names = {name for _, name in SCOPED}
     assert {"console:tenant", "console:deployment", "console:instance-action", "console:member-role",
             "console:invitation-revoke", "console:invitation-answer", "console:key-revoke",
-            "console:quota-policy", "console:budget-edit"} <= names
+            "console:quota-policy", "console:budget-edit", "console:rollout", "console:rollout-live",
+            "console:rollout-start", "console:rollout-action"} <= names
 
 
 @pytest.mark.parametrize("route,name", SCOPED, ids=[name for _, name in SCOPED])
@@ -111,6 +114,9 @@ def test_other_tenants_objects_answer_like_missing_ones(world, route, name):
     assert Membership.objects.filter(tenant=world.b).count() == 1
     assert Invitation.objects.get(pk=world.b_open_invitation.pk).status == "pending"
     assert tenant_grants(world.b).filter(pk=world.b_grant.pk).exists()
+    world.b_rollout.refresh_from_db()
+    assert world.b_rollout.state == "ramping" and world.b_rollout.weight == 0.1
+    assert world.dep_b.rollouts.count() == 1
 
 
 def _encoded(data: dict) -> str:
