@@ -26,6 +26,12 @@ def test_a_key_bound_to_no_tenant_is_still_refused(gateway, alice, shared_pool):
     staff = make_user("operator")
     staff.is_staff = True
     staff.save()
-    loose = inference_key(None, user=staff)
+    # Tenant-less keys are platform keys (apikeys.services mints them with exactly the admin scope);
+    # one that also holds inference (an older row) still serves no one: inference needs a tenant.
+    from apikeys.models import ApiKey
+    from apikeys.scopes import Scope
+
+    loose = inference_key(None, user=staff, scopes=(Scope.ADMIN,))
+    ApiKey.objects.filter(pk=loose.api_key.pk).update(scopes=[Scope.ADMIN, Scope.INFERENCE])
     response = server.post("/v1/completions", loose.raw, {"model": MODEL, "prompt": "x", "max_tokens": 1})
     assert response.status_code == 403 and response.json()["error"]["code"] == "tenant_required"
