@@ -41,7 +41,7 @@ def churn(seconds: str) -> None:
     deadline, changes = time.monotonic() + float(seconds), 0
     while time.monotonic() < deadline:
         with transaction.atomic():
-            instance = _create_instance(deployment, "serving")
+            instance = _create_instance(deployment, deployment.model_version_id, "serving")
         for state in ("starting", "ready", "draining", "stopped"):
             if time.monotonic() >= deadline:
                 break
