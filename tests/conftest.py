@@ -29,6 +29,10 @@ def _allow_audit_maintenance(sender, connection, **kwargs):
 connection_created.connect(_allow_audit_maintenance, dispatch_uid="tests_audit_maintenance")
 
 
+# The browser tests' shared fixture (`browser`: one headless Chromium per module), wherever they live.
+pytest_plugins = ["tests.console.browser"]
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings, tmp_path_factory):
     """On SQLite, the tests' database is a file in WAL mode, as the embedded install's is.

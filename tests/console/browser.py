@@ -20,6 +20,22 @@ PASSWORD = "correct horse battery 9"
 SCREENSHOT_DIR = os.environ.get("SWITCHYARD_CONSOLE_SCREENSHOTS")
 
 
+def ensure_chain_head() -> None:
+    """The chain head every audited write locks (a transactional test's flush deletes the migration's row)."""
+    from audit.chain import GENESIS_HASH, head_message, sign
+    from audit.models import AuditChainHead
+
+    AuditChainHead.objects.get_or_create(
+        pk=1, defaults={"seq": 0, "hash": GENESIS_HASH, "signature": sign(head_message(0, GENESIS_HASH))})
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per test module (import this fixture into the module that uses it)."""
+    with chromium() as launched:
+        yield launched
+
+
 @contextmanager
 def chromium():
     """A headless browser for one test module; fails loudly when the browser is missing."""

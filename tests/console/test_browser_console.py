@@ -6,25 +6,15 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from apikeys.models import ApiKey
-from tests.console.browser import chromium, screenshot, serious_violations, sign_in
+from tests.console.browser import ensure_chain_head, screenshot, serious_violations, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture
 def audit_head(transactional_db):
     """The chain head every audited write locks (a transactional test's flush deletes the migration's row)."""
-    from audit.chain import GENESIS_HASH, head_message, sign
-    from audit.models import AuditChainHead
-
-    AuditChainHead.objects.get_or_create(
-        pk=1, defaults={"seq": 0, "hash": GENESIS_HASH, "signature": sign(head_message(0, GENESIS_HASH))})
+    ensure_chain_head()
 
 
 @pytest.fixture

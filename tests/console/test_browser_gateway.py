@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from tests.console.browser import chromium, screenshot, sign_in
+from tests.console.browser import chromium, ensure_chain_head, screenshot, sign_in
 from tests.factories import SYSTEM, make_key
 from tests.gateway_app.helpers import GatewayServer, SimulatorProcess, add_deployment, make_model_version
 
@@ -22,11 +22,7 @@ REQUESTS = 4
 
 @pytest.fixture
 def audit_head(transactional_db):
-    from audit.chain import GENESIS_HASH, head_message, sign
-    from audit.models import AuditChainHead
-
-    AuditChainHead.objects.get_or_create(
-        pk=1, defaults={"seq": 0, "hash": GENESIS_HASH, "signature": sign(head_message(0, GENESIS_HASH))})
+    ensure_chain_head()
 
 
 @pytest.fixture

@@ -11,25 +11,15 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from tenants.models import Invitation, Membership
-from tests.console.browser import chromium, sign_in
+from tests.console.browser import ensure_chain_head, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 NEW_PASSWORD = "a long new passphrase 42"
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as launched:
-        yield launched
-
-
 @pytest.fixture
 def audit_head(transactional_db):
-    from audit.chain import GENESIS_HASH, head_message, sign
-    from audit.models import AuditChainHead
-
-    AuditChainHead.objects.get_or_create(
-        pk=1, defaults={"seq": 0, "hash": GENESIS_HASH, "signature": sign(head_message(0, GENESIS_HASH))})
+    ensure_chain_head()
 
 
 @pytest.fixture

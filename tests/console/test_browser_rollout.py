@@ -12,26 +12,16 @@ from playwright.sync_api import expect
 from fleet.models import Instance
 from fleet.states import InstanceState
 from rollouts.models import Rollout, RolloutState
-from tests.console.browser import chromium, screenshot, serious_violations, sign_in
+from tests.console.browser import ensure_chain_head, screenshot, serious_violations, sign_in
 from tests.console.conftest import make_version
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as launched:
-        yield launched
-
-
 @pytest.fixture
 def audit_head(transactional_db):
     """The chain head every audited write locks (a transactional test's flush deletes the migration's row)."""
-    from audit.chain import GENESIS_HASH, head_message, sign
-    from audit.models import AuditChainHead
-
-    AuditChainHead.objects.get_or_create(
-        pk=1, defaults={"seq": 0, "hash": GENESIS_HASH, "signature": sign(head_message(0, GENESIS_HASH))})
+    ensure_chain_head()
 
 
 @pytest.fixture

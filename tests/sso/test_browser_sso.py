@@ -11,26 +11,16 @@ from playwright.sync_api import expect
 from audit.models import AuditEvent
 from sso.models import OidcIdentity
 from tenants.models import Membership
-from tests.console.browser import chromium
+from tests.console.browser import ensure_chain_head
 from tests.factories import make_member, make_tenant, make_user
 from tests.sso.conftest import IDP_PASSWORD
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as launched:
-        yield launched
-
-
 @pytest.fixture
 def world(transactional_db):
-    from audit.chain import GENESIS_HASH, head_message, sign
-    from audit.models import AuditChainHead
-
-    AuditChainHead.objects.get_or_create(
-        pk=1, defaults={"seq": 0, "hash": GENESIS_HASH, "signature": sign(head_message(0, GENESIS_HASH))})
+    ensure_chain_head()
     a, b = make_tenant("tenant-a"), make_tenant("tenant-b")
     make_member(a, "owner", make_user("alice"))
     make_member(b, "owner", make_user("bob"))
