@@ -59,6 +59,7 @@ def test_a_secret_sent_as_request_id_is_replaced_before_any_log_or_audit_row(ali
 
 @override_settings(TRUST_X_FORWARDED_FOR=True)
 def test_a_forwarded_for_that_is_not_an_address_is_not_stored(alice):
+    # The addresses are header and REMOTE_ADDR values of Django's in-process test client: no traffic leaves.
     _, event = update_tenant(alice, HTTP_X_FORWARDED_FOR=f"{SECRETS[0]}, 10.0.0.1", REMOTE_ADDR="10.0.0.9")
     assert event.source_ip == "10.0.0.9"
     _, event = update_tenant(alice, HTTP_X_FORWARDED_FOR="2001:db8::1, 10.0.0.1", REMOTE_ADDR="10.0.0.9")

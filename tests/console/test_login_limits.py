@@ -33,6 +33,7 @@ def alice(db):
 
 
 def sign_in(username, password="wrong password", ip="198.51.100.7"):
+    # `ip` is only REMOTE_ADDR of Django's in-process test client (documentation ranges): no traffic leaves.
     return Client(REMOTE_ADDR=ip).post(LOGIN, {"username": username, "password": password})
 
 
