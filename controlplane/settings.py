@@ -24,27 +24,10 @@ from controlplane.env import (
     env_str,
     env_str_or_file,
 )
+from controlplane.oidc_setting import oidc_providers
 from controlplane.redis_tls import broker_ssl_options
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def _oidc_providers(configured: dict) -> dict:
-    """Check each provider's fields at start; a secret may come from a file (`client_secret_file`)."""
-    required, optional = {"issuer", "client_id"}, {"label", "scopes", "groups_claim", "group_prefix", "scim_token"}
-    checked = {}
-    for name, fields in configured.items():
-        if not isinstance(fields, dict) or not required <= set(fields):
-            raise ImproperSetting(f"SWITCHYARD_OIDC_PROVIDERS[{name!r}] needs at least {sorted(required)}")
-        fields = dict(fields)
-        for secret in ("client_secret", "scim_token"):
-            if f"{secret}_file" in fields:
-                fields[secret] = Path(fields.pop(f"{secret}_file")).read_text().strip()
-        unknown = set(fields) - required - optional - {"client_secret"}
-        if unknown or "client_secret" not in fields:
-            raise ImproperSetting(f"SWITCHYARD_OIDC_PROVIDERS[{name!r}]: unknown {sorted(unknown)} or no client_secret")
-        checked[name] = {"label": name, **fields}
-    return checked
 VAR_DIR = Path(env_str("SWITCHYARD_VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -283,7 +266,7 @@ SWITCHYARD_INVITATION_DAYS = env_int("SWITCHYARD_INVITATION_DAYS", 14, minimum=1
 # --- Single sign-on (docs/sso.md): OpenID Connect providers by name, e.g.
 # {"okta": {"label": "Okta", "issuer": "https://acme.okta.com/oauth2/default", "client_id": "…",
 #           "client_secret_file": "/run/secrets/okta", "groups_claim": "groups", "group_prefix": "switchyard"}}
-SWITCHYARD_OIDC_PROVIDERS = _oidc_providers(env_json_object("SWITCHYARD_OIDC_PROVIDERS", {}))
+SWITCHYARD_OIDC_PROVIDERS = oidc_providers(env_json_object("SWITCHYARD_OIDC_PROVIDERS", {}))
 # Password sign-in on the console (and creating an account from an invitation link). Off: SSO only.
 SWITCHYARD_LOCAL_SIGNIN = env_bool("SWITCHYARD_LOCAL_SIGNIN", True)
 SWITCHYARD_OIDC_TIMEOUT_SECONDS = env_int("SWITCHYARD_OIDC_TIMEOUT_SECONDS", 10, minimum=1, maximum=60)
