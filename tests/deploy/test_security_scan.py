@@ -4,11 +4,13 @@ deploy/Dockerfile, hadolint on the Dockerfile. Not one failed check; every skip 
 checkov runs offline (--skip-download, no version check): without a platform key it reports no
 severities, so every failed check counts, not only HIGH/CRITICAL. It runs once per session.
 """
+import ast
 import json
 import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -101,4 +103,36 @@ def test_the_image_context_is_an_allow_list():
     assert rules[0] == "*"
     allowed = {rule[1:].rstrip("/") for rule in rules if rule.startswith("!")}
     assert not allowed & {"var", ".venv", ".venv-engine", ".venv-scan", "tests", ".git", "tools", "node_modules"}
-    assert {"controlplane", "gateway", "manage.py", "requirements.txt", "deploy/entrypoint.sh"} <= allowed
+    assert {"controlplane", "gateway", "manage.py", "requirements.lock", "deploy/entrypoint.sh"} <= allowed
+
+
+def _image_allow_list() -> set[str]:
+    rules = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    return {rule[1:].rstrip("/") for rule in rules if rule.startswith("!")}
+
+
+def _local_imports(folder: Path) -> set[str]:
+    """The repository's own top-level packages that the modules under `folder` import."""
+    local = {path.name for path in ROOT.iterdir() if (path / "__init__.py").exists()}
+    found = set()
+    for module in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text(), str(module))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                     else [])
+            found |= {name.split(".")[0] for name in names} & local
+    return found
+
+
+def test_the_image_carries_every_app_and_every_package_the_product_imports():
+    """An app added to INSTALLED_APPS (or imported by one) but left out of the allow-list would build an
+    image whose processes fail at start: every local app and everything they import is in the context."""
+    from django.conf import settings
+
+    allowed = _image_allow_list()
+    apps = {app.split(".")[0] for app in settings.INSTALLED_APPS if (ROOT / app.split(".")[0]).is_dir()}
+    assert apps - allowed == set()
+    imported = set().union(*(_local_imports(ROOT / package) for package in allowed if (ROOT / package).is_dir()))
+    assert imported - allowed == set()
+    assert "requirements.lock" in allowed
