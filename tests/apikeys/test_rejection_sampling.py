@@ -6,15 +6,16 @@ from apikeys import keyformat
 from apikeys.rejections import window_key
 from audit.models import AuditEvent
 from tests.conftest import bearer
+from tests.own_cache import clear_own_cache
 
 
 @pytest.fixture
 def sampling(settings):
     settings.SWITCHYARD_REJECTED_KEY_AUDIT_WINDOW_SECONDS = 60
     settings.SWITCHYARD_REJECTED_KEY_AUDIT_MAX_ROWS = 5
-    cache.clear()
+    clear_own_cache()
     yield
-    cache.clear()
+    clear_own_cache()
 
 
 def rejection_rows():

@@ -7,6 +7,7 @@ from playwright.sync_api import expect
 
 from apikeys.models import ApiKey
 from tests.console.browser import ensure_chain_head, screenshot, serious_violations, sign_in
+from tests.own_cache import clear_own_cache
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -227,10 +228,8 @@ def test_every_page_has_no_serious_accessibility_violations(browser, page_for, l
 
 
 def test_a_locked_sign_in_says_so_in_the_live_region(browser, live_server, world, settings):
-    from django.core.cache import cache
-
     settings.SWITCHYARD_LOGIN_FAILURES_PER_USERNAME = 2
-    cache.clear()
+    clear_own_cache()
     page = browser.new_context().new_page()
     for _ in range(2):
         page.goto(f"{live_server.url}{reverse('console:login')}")
@@ -245,4 +244,4 @@ def test_a_locked_sign_in_says_so_in_the_live_region(browser, live_server, world
     page.keyboard.press("Enter")
     expect(page.get_by_role("alert")).to_contain_text("Too many failed sign-ins")
     assert "/console/login/" in page.url
-    cache.clear()
+    clear_own_cache()

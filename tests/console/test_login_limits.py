@@ -4,13 +4,13 @@ or not the username exists."""
 import re
 
 import pytest
-from django.core.cache import cache
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
 from audit.models import AuditEvent
 from tests.factories import make_user
+from tests.own_cache import clear_own_cache
 
 PASSWORD = "correct horse battery 9"
 LOGIN = reverse("console:login")
@@ -22,9 +22,9 @@ def limits(settings):
     settings.SWITCHYARD_LOGIN_FAILURES_PER_USERNAME = 3
     settings.SWITCHYARD_LOGIN_FAILURES_PER_IP = 5
     settings.SWITCHYARD_LOGIN_LOCK_SECONDS = 600
-    cache.clear()
+    clear_own_cache()
     yield settings
-    cache.clear()
+    clear_own_cache()
 
 
 @pytest.fixture
