@@ -77,7 +77,9 @@ def serve(args) -> None:
     if args.metrics_fd is None:
         host, port = metrics_socket.getsockname()[:2]
         print(f"gateway metrics on http://{host}:{port}/metrics", file=sys.stderr, flush=True)
-    server.run(sockets=[_reuse_port_socket(args.host, args.port, 4096)] if args.reuse_port else None)
+    public = _reuse_port_socket(args.host, args.port, 4096) if args.reuse_port else \
+        _listen_alone(args.host, args.port, 4096, what="", hint=PORT_HINT)
+    server.run(sockets=[public])
 
 
 def metrics_server(app):
@@ -94,6 +96,11 @@ def metrics_server(app):
 def metrics_listener_socket(host: str, port: int) -> socket.socket:
     """The /metrics listener's socket, bound once: a port another program (another install) holds stops
     the start with its number, and with `--workers` the workers share this one socket."""
+    return _listen_alone(host, port, 128, what="for /metrics ",
+                         hint="choose another port with --metrics-port or SWITCHYARD_GATEWAY_METRICS_PORT")
+
+
+def _listen_alone(host: str, port: int, backlog: int, *, what: str, hint: str) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not SO_REUSEPORT: the port must be ours alone
@@ -101,9 +108,8 @@ def metrics_listener_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as error:
         sock.close()
-        raise SystemExit(f"gateway: cannot listen for /metrics on {host}:{port} ({error.strerror}); "
-                         f"choose another port with --metrics-port or SWITCHYARD_GATEWAY_METRICS_PORT") from None
-    sock.listen(128)
+        raise SystemExit(f"gateway: cannot listen {what}on {host}:{port} ({error.strerror}); {hint}") from None
+    sock.listen(backlog)
     sock.set_inheritable(True)
     return sock
 
@@ -115,6 +121,35 @@ def body_limits() -> dict:
     return {"body_timeout": settings.SWITCHYARD_GATEWAY_BODY_TIMEOUT,
             "body_min_rate": settings.SWITCHYARD_GATEWAY_BODY_MIN_RATE,
             "body_deadline": settings.SWITCHYARD_GATEWAY_BODY_DEADLINE}
+
+
+PORT_HINT = "another program (another install's gateway?) holds it: choose another --port"
+
+
+def claim_port(host: str, port: int) -> socket.socket:
+    """The public port, for this start's workers alone.
+
+    Linux lets any process of the same user join a port's SO_REUSEPORT group, and then shares new
+    connections with it: a second install's `--workers` gateway on our port would take part of our
+    traffic. So the supervisor first binds the port plainly (which fails while anyone listens on it,
+    a group of SO_REUSEPORT workers included), then holds it with a bound, never-listening socket
+    that has SO_REUSEPORT but not SO_REUSEADDR: our workers (same user, SO_REUSEPORT) may still bind
+    beside it, and another install's plain check fails for as long as this start lives — even while
+    every worker is down for a restart. Between the check and the hold is a window of one system call,
+    accepted: both installs would have to start on one port in the same microseconds.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a TIME_WAIT of our own last start is no holder
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise SystemExit(f"gateway: cannot listen on {host}:{port} ({error.strerror}); {PORT_HINT}") from None
+        port = probe.getsockname()[1]
+    holder = socket.socket(family, socket.SOCK_STREAM)
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    holder.bind((host, port))
+    return holder
 
 
 def _reuse_port_socket(host: str, port: int, backlog: int) -> socket.socket:
@@ -141,8 +176,10 @@ def supervise(args) -> int:
 
     from gateway.server.connection_share import ENV, create_table
 
+    port_claim = claim_port(args.host, args.port)
     metrics_socket = metrics_listener_socket(args.metrics_host, args.metrics_port)
-    argv = [sys.executable, "-m", "gateway", "--host", args.host, "--port", str(args.port), "--workers", "1",
+    argv = [sys.executable, "-m", "gateway", "--host", args.host, "--port", str(port_claim.getsockname()[1]),
+            "--workers", "1",
             "--log-level", args.log_level, "--reuse-port", "--metrics-fd", str(metrics_socket.fileno())]
     table = tempfile.NamedTemporaryFile(prefix="switchyard-gateway-", suffix=".connections", delete=False).name
     create_table(table, args.workers)
@@ -165,6 +202,7 @@ def supervise(args) -> int:
     finally:
         os.unlink(table)
         metrics_socket.close()
+        port_claim.close()
         shutil.rmtree(metrics_dir, ignore_errors=True)
 
 

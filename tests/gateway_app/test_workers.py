@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from bench._fleet import Fleet, clear_limit_counters, redis_problem, redis_url
-from bench._procs import Processes
+from bench._procs import Processes, stderr_tail
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(redis_problem(redis_url()) is not None, reason="needs Redis")]
@@ -74,6 +74,20 @@ def test_200_concurrent_requests_against_a_50_per_minute_key_admit_exactly_50(tw
     assert 50 <= admitted <= 50 + int(elapsed / 1.2), (admitted, elapsed)
     if elapsed < 1.2:
         assert admitted == 50
+
+
+def test_another_install_cannot_join_the_workers_port(two_workers):
+    """SO_REUSEPORT would let a second install's workers (same user) share our port and take part of our
+    connections: its gateway, with or without --workers, must refuse the port and leave ours whole."""
+    fleet, _, url = two_workers
+    ours = worker_pids(url)
+    port = url.rsplit(":", 1)[1]
+    for workers in ("2", "1"):
+        other = fleet.procs.python("-m", "gateway", "--port", port, "--workers", workers, "--metrics-port", "0",
+                                   env=fleet.env())
+        assert other.wait(timeout=120) != 0
+        assert f"cannot listen on 127.0.0.1:{port}" in stderr_tail(other)
+    assert worker_pids(url) == ours
 
 
 def test_a_killed_worker_is_replaced(two_workers):
