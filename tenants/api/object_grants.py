@@ -13,7 +13,7 @@ from rest_framework.response import Response
 
 from audit.actor import Actor
 from controlplane.api.viewsets import READ_ACTIONS, PrincipalMixin
-from fleet.permissions import readable_deployments
+from fleet.permissions import readable_deployments, reads_fleet_somewhere
 from tenants import services
 from tenants.access import effective_role
 from tenants.models import Membership
@@ -34,7 +34,8 @@ class ObjectGrantSerializer(serializers.Serializer):
     "Let one member operate this deployment", value={"user_id": 42, "permission": "change_deployment"},
     request_only=True)])
 class DeploymentGrantCreateSerializer(serializers.Serializer):
-    user_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="A member of the deployment's tenant.")
+    user_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1,
+                                       help_text="A member of the deployment's tenant.")
     permission = serializers.ChoiceField(choices=[(code, label) for code, (_, label) in DEPLOYMENT.perms.items()])
 
 
@@ -56,6 +57,8 @@ class DeploymentGrantViewSet(PrincipalMixin, viewsets.GenericViewSet, mixins.Lis
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)  # authentication first: anonymous → 401, never 404
+        if not reads_fleet_somewhere(self.principal):  # as the deployment endpoints: 403, not 404
+            raise PermissionDenied("Your role does not allow reading this.")
         deployment = self.get_deployment()
         perms = READ_RULES[Resource.MEMBERS] if self.action in READ_ACTIONS else (Perm.MANAGE_MEMBERS,)
         if deployment.tenant is None:  # a shared pool: only platform admins read it, and it has no members

@@ -281,3 +281,14 @@ def test_the_console_form_reports_bad_input(alice, fleet):
                           {"member": fleet.auditor.pk, "permission": "view_audit"}, follow=True)
     assert response.status_code == 200 and "Select a valid choice" in response.content.decode()
     assert not grants_on(fleet.one).exists()
+
+
+def test_bs_grant_id_under_as_own_deployment_is_not_found(alice, bob, fleet):
+    b_member = make_member(bob.tenant, Role.VIEWER, make_user("bvic"))
+    b_grant = services.grant_object_permission(obj=fleet.b, user=b_member, perm="view_deployment", actor=SYSTEM)
+    owner = bearer(alice.key)
+    for verb in ("GET", "DELETE"):
+        real = owner.generic(verb, f"{_grants_url(fleet.one)}{b_grant.pk}/")
+        ghost = owner.generic(verb, f"{_grants_url(fleet.one)}987654321/")
+        assert real.status_code == ghost.status_code == 404 and real.content == ghost.content
+    assert grants_on(fleet.b).count() == 1
