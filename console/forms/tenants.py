@@ -73,7 +73,7 @@ class ObjectGrantForm(forms.Form):
     member = forms.TypedChoiceField(coerce=int, label="Member")
     permission = forms.ChoiceField(label="Permission on this deployment")
 
-    def __init__(self, *args, tenant, permissions: dict, **kwargs):
+    def __init__(self, *args, tenant, permissions, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["member"].choices = [(m.user_id, f"{m.user.get_username()} ({m.role})") for m in
                                          tenant.memberships.select_related("user").order_by("user__username")]

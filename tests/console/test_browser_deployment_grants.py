@@ -72,6 +72,8 @@ def test_grant_and_revoke_with_the_keyboard(fleet, live_server, new_page):
 
     reader = new_page()
     sign_in(reader, live_server.url, auditor.username)
+    main_nav = reader.get_by_role("navigation", name="Main")
+    expect(main_nav.get_by_role("link", name="Fleet")).to_be_visible()  # the nav offers it
     reader.goto(f"{live_server.url}/console/fleet/")
     expect(reader.get_by_role("link", name="coder-one")).to_be_visible()
     expect(reader.get_by_text("coder-two")).to_have_count(0)
