@@ -7,7 +7,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from console.views.auth import admin_password_change
-from sso import scim
+from sso import scim, scim_discovery
 
 
 def healthz(request):
@@ -25,6 +25,11 @@ urlpatterns = [
     path("scim/v2/Users/<int:pk>", scim.user, name="scim-user"),
     path("scim/v2/Groups", scim.groups, name="scim-groups"),
     path("scim/v2/Groups/<int:pk>", scim.group, name="scim-group"),
+    path("scim/v2/ServiceProviderConfig", scim_discovery.service_provider_config, name="scim-spc"),
+    path("scim/v2/ResourceTypes", scim_discovery.resource_types, name="scim-resource-types"),
+    path("scim/v2/ResourceTypes/<str:name>", scim_discovery.resource_type, name="scim-resource-type"),
+    path("scim/v2/Schemas", scim_discovery.schemas, name="scim-schemas"),
+    path("scim/v2/Schemas/<str:schema_id>", scim_discovery.schema, name="scim-schema"),
     # One sign-in page for everyone: the admin's own form would be a second, unthrottled one.
     path("admin/login/", RedirectView.as_view(pattern_name="console:login", query_string=True)),
     # The admin's password change checks the old password: the sign-in page's limits apply there too.

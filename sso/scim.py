@@ -10,7 +10,7 @@ import json
 import re
 
 from django.core.exceptions import ValidationError
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -22,15 +22,39 @@ USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"
 GROUP_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Group"
 LIST_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:ListResponse"
 ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
-FILTER = re.compile(r'^\s*(userName|externalId|displayName)\s+eq\s+"([^"]*)"\s*$')
+# RFC 7644 §3.4.2.2: attribute names and operators are case-insensitive (`username EQ "x"` is `userName eq "x"`).
+FILTER = re.compile(r'^\s*(userName|externalId|displayName)\s+eq\s+"([^"]*)"\s*$', re.IGNORECASE)
+CANONICAL = {"username": "userName", "externalid": "externalId", "displayname": "displayName", "active": "active",
+             "emails": "emails", "members": "members"}
+MAX_RESULTS = 200  # advertised as filter.maxResults in ServiceProviderConfig (sso.scim_discovery)
 
 
 def _answer(body: dict, status: int = 200) -> JsonResponse:
     return JsonResponse(body, status=status, content_type="application/scim+json")
 
 
-def _error(status: int, detail: str) -> JsonResponse:
-    return _answer({"schemas": [ERROR_SCHEMA], "status": str(status), "detail": detail}, status)
+def _error(status: int, detail: str, scim_type: str = "") -> JsonResponse:
+    body = {"schemas": [ERROR_SCHEMA], "status": str(status), "detail": detail}
+    if scim_type:  # RFC 7644 §3.12: what kind of 400 / 409 it is (invalidFilter, invalidValue, uniqueness…)
+        body["scimType"] = scim_type
+    return _answer(body, status)
+
+
+def _no_content() -> HttpResponse:
+    """204 for DELETE: no body at all (RFC 9110 §15.3.5), not even `{}`."""
+    return HttpResponse(status=204)
+
+
+def _attribute(name: str) -> str:
+    """An attribute path with its leading name as the schema spells it (names are case-insensitive)."""
+    name = (name or "").strip()
+    for schema in (USER_SCHEMA, GROUP_SCHEMA):  # a fully qualified path: urn:…:core:2.0:User:userName
+        if name.lower().startswith(schema.lower() + ":"):
+            name = name[len(schema) + 1:]
+    match = re.match(r"^([A-Za-z][A-Za-z0-9]*)(.*)$", name, re.DOTALL)
+    if match is None:
+        return (name or "").strip()
+    return CANONICAL.get(match.group(1).lower(), match.group(1)) + match.group(2)
 
 
 def _provider(request):
@@ -54,10 +78,12 @@ def scim_view(handler):
         try:
             body = json.loads(request.body or b"{}") if request.method in ("POST", "PUT", "PATCH") else {}
             return handler(request, provider, body, *args, **kwargs)
-        except (ValueError, KeyError, TypeError) as exc:
-            return _error(400, f"Malformed request: {exc}")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return _error(400, f"Malformed request: {exc}", "invalidSyntax")
         except ValidationError as exc:
-            return _error(409 if "userName" in getattr(exc, "message_dict", {}) else 400, "; ".join(exc.messages))
+            if "userName" in getattr(exc, "message_dict", {}):
+                return _error(409, "; ".join(exc.messages), "uniqueness")
+            return _error(400, "; ".join(exc.messages), "invalidValue")
     return view
 
 
@@ -70,6 +96,13 @@ def _user_json(request, user) -> dict:
 
 
 def _group_json(request, group) -> dict:
+    body = _full_group_json(request, group)
+    # Entra ID reads groups with `excludedAttributes=members` (a large group's list is no small answer)
+    excluded = {_attribute(a.strip()) for a in request.GET.get("excludedAttributes", "").split(",")}
+    return {k: v for k, v in body.items() if k not in excluded} if "members" in excluded else body
+
+
+def _full_group_json(request, group) -> dict:
     return {"schemas": [GROUP_SCHEMA], "id": str(group.pk), "displayName": group.display_name,
             "externalId": group.external_id,
             "members": [{"value": str(u.pk), "display": u.username} for u in group.members.order_by("pk")],
@@ -78,9 +111,23 @@ def _group_json(request, group) -> dict:
 
 
 def _list(request, rows, to_json) -> JsonResponse:
-    resources = [to_json(request, row) for row in rows]
-    return _answer({"schemas": [LIST_SCHEMA], "totalResults": len(resources), "startIndex": 1,
+    """RFC 7644 §3.4.2.4: 1-based `startIndex` and `count` (at most MAX_RESULTS); totalResults counts every match."""
+    start = max(_int_param(request, "startIndex", 1), 1)
+    count = min(max(_int_param(request, "count", MAX_RESULTS), 0), MAX_RESULTS)
+    total = rows.count()
+    resources = [to_json(request, row) for row in rows[start - 1:start - 1 + count]]
+    return _answer({"schemas": [LIST_SCHEMA], "totalResults": total, "startIndex": start,
                     "itemsPerPage": len(resources), "Resources": resources})
+
+
+def _int_param(request, name: str, default: int) -> int:
+    raw = request.GET.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer") from None
 
 
 def _users(provider):
@@ -106,9 +153,9 @@ def users(request, provider, body):
     rows = _users(provider).order_by("pk")
     match = FILTER.match(request.GET.get("filter", "")) if request.GET.get("filter") else None
     if request.GET.get("filter") and not match:
-        return _error(400, 'Only `userName eq "…"` and `externalId eq "…"` filters are supported.')
+        return _error(400, 'Only `userName eq "…"` and `externalId eq "…"` filters are supported.', "invalidFilter")
     if match:
-        field = {"userName": "username", "externalId": "scim_account__external_id"}.get(match.group(1))
+        field = {"userName": "username", "externalId": "scim_account__external_id"}.get(_attribute(match.group(1)))
         rows = rows.filter(**{field: match.group(2)}) if field else rows.none()
     return _list(request, rows, _user_json)
 
@@ -122,7 +169,7 @@ def user(request, provider, body, pk):
         return _answer(_user_json(request, found))
     if request.method == "DELETE":
         services.scim_update_user(found, provider=provider, active=False)
-        return JsonResponse({}, status=204, content_type="application/scim+json")
+        return _no_content()
     if request.method == "PUT":
         changes = {"user_name": body["userName"], "email": _email(body), "active": body.get("active", True),
                    "external_id": body.get("externalId", found.scim_account.external_id)}
@@ -134,13 +181,20 @@ def user(request, provider, body, pk):
 
 
 def _user_patch(body) -> dict:
-    """RFC 7644 §3.5.2: `replace`/`add` of active, userName, externalId, emails — with a path or a value object."""
+    """RFC 7644 §3.5.2: `replace`/`add` of active, userName, externalId, emails — with a path or a value object.
+
+    Attributes Switchyard does not keep (name, title, addresses…) are accepted and ignored, as the IdPs
+    send them with every change; so is `remove` of one of those.
+    """
     changes: dict[str, object] = {}
     for operation in body["Operations"]:
-        if operation["op"].lower() not in ("replace", "add"):
-            raise ValueError(f"unsupported op {operation['op']!r} on a user")
-        values = {operation["path"]: operation["value"]} if operation.get("path") else operation["value"]
-        for path, value in values.items():
+        op, path = operation["op"].lower(), _attribute(operation.get("path", ""))
+        if op == "remove" and path.split("[")[0].split(".")[0] not in ("active", "userName", "externalId", "emails"):
+            continue
+        if op not in ("replace", "add"):
+            raise ValueError(f"unsupported op {operation['op']!r} of {path or 'the user'}")
+        values = {path: operation["value"]} if path else operation["value"]
+        for path, value in ((_attribute(k), v) for k, v in values.items()):
             if path == "active":
                 changes["active"] = value if isinstance(value, bool) else str(value).lower() == "true"
             elif path == "userName":
@@ -163,10 +217,11 @@ def groups(request, provider, body):
         return _error(405, "GET or POST.")
     rows = ScimGroup.objects.filter(provider=provider.name).order_by("pk")
     match = FILTER.match(request.GET.get("filter", "")) if request.GET.get("filter") else None
-    if match and match.group(1) == "displayName":
-        rows = rows.filter(display_name=match.group(2))
+    if match and _attribute(match.group(1)) in ("displayName", "externalId"):
+        field = "display_name" if _attribute(match.group(1)) == "displayName" else "external_id"
+        rows = rows.filter(**{field: match.group(2)})
     elif request.GET.get("filter"):
-        return _error(400, 'Only `displayName eq "…"` filters are supported.')
+        return _error(400, 'Only `displayName eq "…"` and `externalId eq "…"` filters are supported.', "invalidFilter")
     return _list(request, rows, _group_json)
 
 
@@ -179,7 +234,7 @@ def group(request, provider, body, pk):
         return _answer(_group_json(request, found))
     if request.method == "DELETE":
         services.scim_delete_group(found, provider=provider)
-        return JsonResponse({}, status=204, content_type="application/scim+json")
+        return _no_content()
     if request.method == "PUT":
         name, members = body["displayName"], [m["value"] for m in body.get("members", [])]
     elif request.method == "PATCH":
@@ -190,14 +245,29 @@ def group(request, provider, body, pk):
     return _answer(_group_json(request, saved))
 
 
-MEMBER_FILTER = re.compile(r'^members\[value eq "([^"]+)"\]$')
+MEMBER_FILTER = re.compile(r'^members\[value eq "([^"]+)"\]$', re.IGNORECASE)
+
+
+def _pathless_split(operations) -> list[dict]:
+    """A path-less add / replace of {"members": [...], "displayName": ...} as one operation per attribute."""
+    split = []
+    for operation in operations:
+        value = operation.get("value")
+        if operation.get("path") or not isinstance(value, dict) or operation["op"].lower() not in ("add", "replace"):
+            split.append(operation)
+            continue
+        for attribute, item in value.items():
+            if _attribute(attribute) in ("members", "displayName"):
+                split.append({"op": operation["op"], "path": _attribute(attribute), "value": item})
+    return split
 
 
 def _group_patch(found, body) -> tuple[str, list]:
-    """add / remove / replace of members (path `members`, or `members[value eq "id"]`) and displayName."""
+    """add / remove / replace of members (path `members`, or `members[value eq "id"]`) and displayName;
+    without a path, a value object holding `displayName` and / or `members` (Okta, OneLogin)."""
     name, members = found.display_name, [str(pk) for pk in found.members.values_list("pk", flat=True)]
-    for operation in body["Operations"]:
-        op, path, value = operation["op"].lower(), operation.get("path", ""), operation.get("value")
+    for operation in _pathless_split(body["Operations"]):
+        op, path, value = operation["op"].lower(), _attribute(operation.get("path", "")), operation.get("value")
         one = MEMBER_FILTER.match(path or "")
         if op == "remove" and one:
             members = [m for m in members if m != one.group(1)]
@@ -205,8 +275,8 @@ def _group_patch(found, body) -> tuple[str, list]:
             ids = [str(m["value"]) for m in value or []]
             members = (ids if op == "replace" else [m for m in members if m not in ids]
                        if op == "remove" else members + [i for i in ids if i not in members])
-        elif op == "replace" and (path == "displayName" or (not path and isinstance(value, dict))):
-            name = value if path else value.get("displayName", name)
+        elif op in ("replace", "add") and path == "displayName":
+            name = value
         else:
             raise ValueError(f"unsupported {op} of {path or 'the group'}")
     return name, members

@@ -292,6 +292,7 @@ def remove_member(membership: Membership, *, actor: Actor) -> None:
         revoke_user_keys(tenant=membership.tenant, user=membership.user, actor=actor)
         for grant in tenant_grants(membership.tenant).filter(user=membership.user):
             revoke_permission(grant, actor=actor)  # a grant outlives no membership
+        _revoke_object_grants(membership.tenant, membership.user, actor)
         record_event(actor=actor, action="member.remove", tenant=membership.tenant, target=membership,
                      before=membership_view(membership))
         membership.delete()
@@ -363,3 +364,56 @@ def _check_perm(perm: str) -> None:
 
     if perm not in Perm.values:
         raise ValidationError({"permission": f"Choose one of: {', '.join(Perm.values)}."})
+
+
+def object_grant_view(grant, obj) -> dict:
+    """The audit record's shape of a per-object grant: who, what, on which object."""
+    from tenants.object_grants import grantable_for
+
+    return {"user": grant.user.get_username(), "permission": grant.permission.codename,
+            "object_type": grantable_for(obj).kind, "object_id": obj.pk, "object": str(obj)}
+
+
+def grant_object_permission(*, obj, user, perm: str, actor: Actor):
+    """Give one member of `obj`'s tenant one permission on `obj` alone (tenants.object_grants.GRANTABLE).
+
+    The caller checks that the granter holds what `perm` stands for in the tenant and outranks or equals
+    the member. Granting what is already granted changes and audits nothing.
+    """
+    from guardian.shortcuts import assign_perm
+
+    from tenants.object_grants import grantable_for, grants_on
+
+    grantable = grantable_for(obj)
+    if perm not in grantable.perms:
+        raise ValidationError({"permission": f"Choose one of: {', '.join(grantable.perms)}."})
+    if obj.tenant_id is None:
+        raise ValidationError({grantable.kind: "Shared pools belong to no tenant: they take no per-object grants."})
+    with transaction.atomic():
+        if not Membership.objects.filter(tenant_id=obj.tenant_id, user=user).exists():
+            raise ValidationError({"user_id": "No such member in this tenant."})
+        existing = grants_on(obj).filter(user=user, permission__codename=perm).first()
+        if existing is not None:
+            return existing
+        assign_perm(perm, user, obj)
+        grant = grants_on(obj).get(user=user, permission__codename=perm)
+        record_event(actor=actor, action="member.object_grant", tenant=obj.tenant, target=grant,
+                     after=object_grant_view(grant, obj))
+    return grant
+
+
+def revoke_object_permission(grant, *, actor: Actor) -> None:
+    """Withdraw one per-object grant; the member keeps what their role and other grants give."""
+    with transaction.atomic():
+        obj = grant.content_type.get_object_for_this_type(pk=grant.object_pk)
+        record_event(actor=actor, action="member.object_grant_revoke", tenant=obj.tenant, target=grant,
+                     before=object_grant_view(grant, obj))
+        grant.delete()
+
+
+def _revoke_object_grants(tenant: Tenant, user, actor: Actor) -> None:
+    from tenants.object_grants import GRANTABLE, grants_of_user_in_tenant
+
+    for grantable in GRANTABLE.values():
+        for grant in grants_of_user_in_tenant(grantable, tenant, user):
+            revoke_object_permission(grant, actor=actor)

@@ -65,3 +65,16 @@ class QuotaForm(forms.Form):
         limits = dict(self.cleaned_data)
         names = [n.strip() for n in limits.pop("allowed_models").split(",") if n.strip()]
         return {**limits, "allowed_models": names or None}
+
+
+class ObjectGrantForm(forms.Form):
+    """One permission on one object (a deployment) for one member of its tenant (docs/roles.md)."""
+
+    member = forms.TypedChoiceField(coerce=int, label="Member")
+    permission = forms.ChoiceField(label="Permission on this deployment")
+
+    def __init__(self, *args, tenant, permissions, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["member"].choices = [(m.user_id, f"{m.user.get_username()} ({m.role})") for m in
+                                         tenant.memberships.select_related("user").order_by("user__username")]
+        self.fields["permission"].choices = [(code, f"{code} — {label}") for code, (_, label) in permissions.items()]

@@ -5,7 +5,6 @@ from django import template
 from django.urls import reverse
 
 from console.access import (
-    FLEET,
     KEY_PERMS,
     REGISTRY,
     USAGE,
@@ -16,6 +15,7 @@ from console.access import (
     sees_slow_requests,
     tenants_with,
 )
+from fleet.permissions import reads_fleet_somewhere
 from tenants.access import holds_anywhere
 from tenants.selectors import open_invitations_for
 
@@ -31,8 +31,9 @@ def _sections(request) -> list[tuple[str, str]]:
         items.append(("Tenants", "console:tenants"))
     if tenants_with(principal, *KEY_PERMS):
         items.append(("API keys", "console:keys"))
-    for label, name, perms in (("Fleet", "console:fleet", FLEET), ("Models", "console:models", REGISTRY),
-                               ("Usage & cost", "console:usage", USAGE)):
+    if reads_fleet_somewhere(principal):  # the fleet rule, or a per-object grant on one deployment
+        items.append(("Fleet", "console:fleet"))
+    for label, name, perms in (("Models", "console:models", REGISTRY), ("Usage & cost", "console:usage", USAGE)):
         if holds_anywhere(principal, *perms):
             items.append((label, name))
     if sees_budgets(principal):

@@ -10,13 +10,14 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
 from audit.actor import Actor
-from console.access import FLEET, can_manage_fleet, page_or_404, tenants_with
+from console.access import FLEET, can_manage_fleet, page_or_404, principal_of, tenants_with
 from console.charts import scaling_chart
 from console.forms.fleet import DeployForm, RoutingForm, ScaleForm, ScalingForm
 from console.views.common import form_errors, run_service
+from console.views.object_grants import object_grants_context
 from fleet import services
 from fleet.models import Deployment, ScalingPolicy
-from fleet.permissions import may_see_internals, readable_deployments
+from fleet.permissions import can_operate_deployment, may_see_internals, readable_deployments, reads_fleet_somewhere
 from fleet.runtime.capacity import WAITING_FOR_CAPACITY
 from fleet.states import LIVE_STATES, InstanceState
 from rollouts.selectors import active_rollout
@@ -30,14 +31,31 @@ def _deployments(principal):
             .prefetch_related("instances").order_by("tenant__slug", "name"))
 
 
+def fleet_page_or_404(request):
+    """The principal, if any deployment is theirs to read (the fleet rule, or a per-object grant); else 404."""
+    principal = principal_of(request)
+    if not reads_fleet_somewhere(principal):
+        raise Http404("Not found.")
+    return principal
+
+
 def _deployment_or_404(request, pk) -> Deployment:
-    return get_object_or_404(_deployments(page_or_404(request, FLEET)), pk=pk)
+    return get_object_or_404(_deployments(fleet_page_or_404(request)), pk=pk)
 
 
 def _writable(request, pk) -> Deployment:
+    """A deployment to operate: who manages its tenant's fleet, or holds `change_deployment` on it."""
     deployment = _deployment_or_404(request, pk)
-    if not can_manage_fleet(page_or_404(request, FLEET), deployment.tenant):
+    if not can_operate_deployment(principal_of(request), deployment):
         raise PermissionDenied("Managing deployments needs the owner or admin role in this tenant.")
+    return deployment
+
+
+def _deletable(request, pk) -> Deployment:
+    """Deleting is the tenant's call: a per-object grant does not allow it."""
+    deployment = _deployment_or_404(request, pk)
+    if not can_manage_fleet(principal_of(request), deployment.tenant):
+        raise PermissionDenied("Deleting deployments needs the owner or admin role in this tenant.")
     return deployment
 
 
@@ -51,7 +69,7 @@ def _deploy_form(principal, data=None):
 @login_required
 @require_safe
 def fleet_list(request):
-    principal = page_or_404(request, FLEET)
+    principal = fleet_page_or_404(request)
     rows = [{"deployment": d, "summary": _summary(d)} for d in _deployments(principal)]
     return render(request, "console/fleet/list.html", {"rows": rows, "form": _deploy_form(principal)})
 
@@ -92,13 +110,14 @@ def deploy(request):
 @require_safe
 def deployment_detail(request, pk):
     deployment = _deployment_or_404(request, pk)
-    principal = page_or_404(request, FLEET)
-    can_manage = can_manage_fleet(principal, deployment.tenant)
+    principal = principal_of(request)
+    can_manage = can_operate_deployment(principal, deployment)
     internals = may_see_internals(principal, deployment.tenant)
     return render(request, "console/fleet/detail.html", {
         "deployment": deployment,
         "instances": [_instance_row(i, internals) for i in deployment.instances.order_by("-pk")],
         "summary": _summary(deployment), "can_manage": can_manage,
+        "can_delete": can_manage_fleet(principal, deployment.tenant), **object_grants_context(request, deployment),
         "rollout": active_rollout(deployment.pk),
         "scale_form": (ScaleForm(initial={n: getattr(deployment, n) for n in ScaleForm.base_fields})
                        if can_manage else None),
@@ -150,7 +169,7 @@ def _health(instance, internals: bool) -> str:
 def instances_json(request, pk):
     """What the page's poller reads every few seconds: instance rows and the progress summary."""
     deployment = _deployment_or_404(request, pk)
-    internals = may_see_internals(page_or_404(request, FLEET), deployment.tenant)
+    internals = may_see_internals(principal_of(request), deployment.tenant)
     rows = [{k: v for k, v in _instance_row(i, internals).items() if k != "log_tail"}
             for i in deployment.instances.order_by("-pk")]
     return JsonResponse({"status": deployment.status, "summary": _summary(deployment), "instances": rows})
@@ -186,7 +205,7 @@ def routing(request, pk):
 @login_required
 @require_POST
 def delete(request, pk):
-    deployment = _writable(request, pk)
+    deployment = _deletable(request, pk)
     run_service(request, lambda: services.delete_deployment(deployment, actor=Actor.from_request(request)),
                 f"{deployment.name} is being drained and deleted.")
     return redirect("console:deployment", pk=pk)

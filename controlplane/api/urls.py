@@ -4,6 +4,7 @@ from rest_framework.routers import SimpleRouter
 
 from apikeys.api.views import ApiKeyViewSet, PlatformKeyViewSet
 from quotas.api.views import QuotaPolicyViewSet
+from tenants.api.object_grants import DeploymentGrantViewSet
 from tenants.api.views import GrantViewSet, InvitationViewSet, MembershipViewSet, TenantViewSet
 
 router = SimpleRouter()
@@ -15,6 +16,7 @@ router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/invitations", InvitationVi
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/grants", GrantViewSet, basename="grant")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/keys", ApiKeyViewSet, basename="api-key")
 router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/quotas", QuotaPolicyViewSet, basename="quota")
+router.register(r"deployments/(?P<deployment_pk>[0-9]+)/grants", DeploymentGrantViewSet, basename="deployment-grant")
 
 urlpatterns = router.urls + [path("", include("audit.api.urls")), path("", include("fleet.api.urls")),
                               path("", include("rollouts.api.urls")),

@@ -20,7 +20,12 @@ from controlplane.api.viewsets import TenantScopedViewSet
 from fleet import services
 from fleet.api import serializers as s
 from fleet.models import Deployment, ScalingPolicy
-from fleet.permissions import can_manage_deployments
+from fleet.permissions import (
+    can_manage_deployments,
+    can_operate_deployment,
+    readable_deployments,
+    reads_fleet_somewhere,
+)
 from fleet.states import InvalidTransition
 from tenants.access import visible_tenants
 from tenants.roles import Resource
@@ -41,6 +46,15 @@ class DeploymentViewSet(TenantScopedViewSet, mixins.ListModelMixin, mixins.Retri
     def base_queryset(self):
         return self.queryset.order_by("pk")
 
+    def get_queryset(self):
+        """The tenant-wide read rule, plus deployments granted one by one (fleet.permissions)."""
+        if getattr(self, "swagger_fake_view", False):
+            return self.queryset.none()
+        return self.base_queryset().filter(pk__in=readable_deployments(self.principal).values("pk"))
+
+    def reads_somewhere(self) -> bool:
+        return reads_fleet_somewhere(self.principal)
+
     @extend_schema(request=s.DeploymentCreateSerializer, responses={201: s.DeploymentSerializer})
     def create(self, request):
         data = self._valid(s.DeploymentCreateSerializer)
@@ -59,7 +73,9 @@ class DeploymentViewSet(TenantScopedViewSet, mixins.ListModelMixin, mixins.Retri
 
     @extend_schema(request=None, responses={202: s.DeploymentSerializer})
     def destroy(self, request, pk=None):
-        deployment = services.delete_deployment(self._writable(), actor=self._actor())
+        deployment = self.get_object()
+        self._require_manage(deployment.tenant)  # deleting is the tenant's call: no per-object grant allows it
+        deployment = services.delete_deployment(deployment, actor=self._actor())
         return Response(self._out(deployment), status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses={202: s.InstanceSerializer, 409: INVALID_TRANSITION})
@@ -122,8 +138,10 @@ class DeploymentViewSet(TenantScopedViewSet, mixins.ListModelMixin, mixins.Retri
                         status=status.HTTP_202_ACCEPTED)
 
     def _writable(self) -> Deployment:
+        """The deployment to operate: who manages its tenant's fleet, or holds `change_deployment` on it."""
         deployment = self.get_object()
-        self._require_manage(deployment.tenant)
+        if not can_operate_deployment(self.principal, deployment):
+            self._require_manage(deployment.tenant)  # raises, with the reason
         return deployment
 
     def _require_manage(self, tenant) -> None:

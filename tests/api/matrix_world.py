@@ -18,7 +18,7 @@ from quotas.models import QuotaPolicy
 from quotas.services import create_quota_policy
 from tenants.models import Invitation, Membership
 from tenants.roles import Perm, Role
-from tenants.services import grant_permission
+from tenants.services import grant_object_permission, grant_permission
 from tests.factories import make_key, make_member, make_user
 from tests.models_registry.registry_helpers import HF_URI
 from usage.models import BudgetState
@@ -89,6 +89,7 @@ def build_world(alice, bob):
         # another platform admin's platform keys: one to revoke, one to rotate, one to DELETE
         platform_keys=[make_key(None, platform_ops, name=f"platform {n}").api_key for n in range(3)],
         grant=grant_permission(tenant=a, user=target_dev, perm=Perm.VIEW_AUDIT, actor=SYSTEM),
+        dep_grant=grant_object_permission(obj=dep, user=target_dev, perm="view_deployment", actor=SYSTEM),
         rollout=make_rollout(_deployment(a, versions.main, "canary-a"), versions),
     )
     for tenant in (a, b):

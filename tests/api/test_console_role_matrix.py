@@ -134,6 +134,10 @@ ROWS = [
                                                            "pause")), "status", MANAGE),
     ("rollout-action", "POST", lambda c, w, me: c.post(url("rollout-action", w.rollout.deployment_id, w.rollout.pk,
                                                            "roll-back")), "status", MANAGE),
+    ("deployment-grant-create", "POST", lambda c, w, me: c.post(url("deployment-grant-create", w.dep.pk), {
+        "member": w.target_dev.user_id, "permission": "change_deployment"}), "status", MANAGE),
+    ("deployment-grant-revoke", "POST", lambda c, w, me: c.post(url("deployment-grant-revoke", w.dep.pk,
+                                                                    w.dep_grant.pk)), "status", MANAGE),
     ("deployment-delete", "POST", lambda c, w, me: c.post(url("deployment-delete", w.doomed.pk)), "status", MANAGE),
     # the registry, GPU prices and tenants themselves: platform staff
     ("model-create", "POST", lambda c, w, me: c.post(url("model-create"), {"name": "console-new", "family": "other"}),

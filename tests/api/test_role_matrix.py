@@ -170,6 +170,18 @@ ROWS = [
     ("deployment-restart", "POST", lambda c, w, me: c.post(
         f"/api/v1/deployments/{w.dep.pk}/instances/{w.instances[1].pk}/restart/"), "status",
      (202, 202, 202, 403, 403, 403, 403)),
+    # per-object grants on one deployment: read with the members, written by who manages them
+    ("deployment-grant-list", "GET", lambda c, w, me: c.get(f"/api/v1/deployments/{w.dep.pk}/grants/"), "status",
+     (200, 200, 200, 200, 403, 200, 403)),
+    ("deployment-grant-detail", "GET",
+     lambda c, w, me: c.get(f"/api/v1/deployments/{w.dep.pk}/grants/{w.dep_grant.pk}/"), "status",
+     (200, 200, 200, 200, 403, 200, 403)),
+    ("deployment-grant-list", "POST", lambda c, w, me: c.post(f"/api/v1/deployments/{w.dep.pk}/grants/", {
+        "user_id": w.target_dev.user_id, "permission": "change_deployment"}, format="json"), "status",
+     (201, 201, 201, 403, 403, 403, 403)),
+    ("deployment-grant-detail", "DELETE",
+     lambda c, w, me: c.delete(f"/api/v1/deployments/{w.dep.pk}/grants/{w.dep_grant.pk}/"), "status",
+     (204, 204, 204, 403, 403, 403, 403)),
     ("deployment-detail", "DELETE", lambda c, w, me: c.delete(f"/api/v1/deployments/{w.doomed.pk}/"), "status",
      (202, 202, 202, 403, 403, 403, 403)),
     ("deployment-list", "POST", lambda c, w, me: c.post("/api/v1/deployments/", {

@@ -16,7 +16,7 @@ from audit.actor import Actor
 from audit.models import AuditEvent
 from fleet.models import Deployment, Instance
 from tenants.models import Invitation
-from tenants.services import grant_permission
+from tenants.services import grant_object_permission, grant_permission
 from tests.api.conftest import client_for, snapshot_tenant
 
 # "sso_session": an owner of A who exists only through single sign-on (sso.services), signed in.
@@ -43,6 +43,8 @@ ENDPOINTS = [
     ("grants", T + "/grants/", {"GET", "POST"}),
     ("grant", T + "/grants/{grant}/", {"GET", "DELETE"}),
     ("deployment", "/api/v1/deployments/{deployment}/", {"GET", "DELETE"}),
+    ("deployment-grants", "/api/v1/deployments/{deployment}/grants/", {"GET", "POST"}),
+    ("deployment-grant", "/api/v1/deployments/{deployment}/grants/{dgrant}/", {"GET", "DELETE"}),
     ("deployment-scale", "/api/v1/deployments/{deployment}/scale/", {"POST"}),
     ("deployment-scaling", "/api/v1/deployments/{deployment}/scaling/", {"GET", "PUT"}),
     ("deployment-scaling-decisions", "/api/v1/deployments/{deployment}/scaling/decisions/", {"GET"}),
@@ -82,6 +84,8 @@ def world(world):
                                                    runtime_backend="simulator")
     BudgetState.objects.create(tenant=world.b, checked_at=timezone.now())
     world.b_grant = grant_permission(tenant=world.b, user=world.b_dev, perm="view_audit", actor=Actor.system("t"))
+    world.b_dgrant = grant_object_permission(obj=world.b_deployment, user=world.b_dev, perm="view_deployment",
+                                             actor=Actor.system("t"))
     return world
 
 # One body with every writable field of every endpoint, pointing at B's things, so a 404 can
@@ -96,11 +100,12 @@ def _b_ids(world):
     seq = AuditEvent.objects.filter(tenant=world.b).values_list("seq", flat=True).first()
     return {"member": world.b_member.pk, "key": world.b_key.pk, "quota": world.b_quota.pk, "seq": seq,
             "invitation": world.b_invitation.pk, "deployment": world.b_deployment.pk, "instance": world.b_instance.pk,
-            "grant": world.b_grant.pk}
+            "grant": world.b_grant.pk, "dgrant": world.b_dgrant.pk}
 
 
 def _ghost_ids():
-    return dict.fromkeys(("member", "key", "quota", "seq", "invitation", "deployment", "instance", "grant"), GHOST_ID)
+    return dict.fromkeys(("member", "key", "quota", "seq", "invitation", "deployment", "instance", "grant", "dgrant"),
+                         GHOST_ID)
 
 
 def _client(world, cred):

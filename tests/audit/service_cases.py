@@ -40,6 +40,7 @@ READ_ONLY = {
     "tenants.invitation_email": "normalises an address (pure)",
     "tenants.grant_view": "the audit record's shape of a per-object grant (pure)",
     "tenants.tenant_grants": "reads a tenant's per-object grants",
+    "tenants.object_grant_view": "the audit record's shape of a grant on one object (pure)",
     "sso.roles_from_groups": "reads tenant roles out of a provider's group names (pure)",
     "tenants.invitation_for_token": "reads the invitation an invitation link's token belongs to",
     "quotas.limits_for": "reads the policies that apply",
@@ -124,6 +125,13 @@ def build_world(model_root: Path) -> SimpleNamespace:
     instance = Instance.objects.create(deployment=deployment, state="ready", endpoint_url="http://127.0.0.1:9/",
                                        port=9, ready_at=timezone.now())
     ScalingPolicy.objects.create(deployment=deployment, enabled=False)
+    # a grant on one deployment, in a tenant of its own (tenant-a is deleted by a case: it holds no deployment)
+    grant_tenant, gina = make_tenant("tenant-g"), make_user("gina")
+    make_member(grant_tenant, "viewer", gina)
+    tenant_deployment = Deployment.objects.create(tenant=grant_tenant, name="coder-g",
+                                                  model_version=versions["published"], runtime_backend="simulator")
+    object_grant = tenants.grant_object_permission(obj=tenant_deployment, user=gina, perm="change_deployment",
+                                                   actor=SYSTEM)
     rollouts_by_state = _rollouts(model, versions)
     for name in ("coder", "tiny-coder"):
         (model_root / name).mkdir()
@@ -132,6 +140,7 @@ def build_world(model_root: Path) -> SimpleNamespace:
                            scim_group=scim_group, staff=make_user("root-ops", staff=True),
                            guest=make_user("guest"), dev_membership=dev.memberships.get(tenant=tenant), model=model,
                            versions=versions, deployment=deployment, instance=instance, model_root=model_root,
+                           tenant_deployment=tenant_deployment, object_grant=object_grant, gina=gina,
                            rollouts=rollouts_by_state)
 
 
@@ -195,6 +204,10 @@ CASES = {
     "tenants.grant_permission": (lambda w: tenants.grant_permission(tenant=w.tenant, user=w.dev, perm="view_audit",
                                                                     actor=ACTOR), ["member.grant"]),
     "tenants.revoke_permission": (lambda w: tenants.revoke_permission(w.grant, actor=ACTOR), ["member.grant_revoke"]),
+    "tenants.grant_object_permission": (lambda w: tenants.grant_object_permission(
+        obj=w.tenant_deployment, user=w.gina, perm="view_deployment", actor=ACTOR), ["member.object_grant"]),
+    "tenants.revoke_object_permission": (lambda w: tenants.revoke_object_permission(w.object_grant, actor=ACTOR),
+                                         ["member.object_grant_revoke"]),
     "sso.scim_create_user": (lambda w: sso.scim_create_user(provider=SSO_PROVIDER, user_name="bjensen",
                                                            email="b@idp.test", actor=ACTOR), ["scim.user_create"]),
     "sso.scim_update_user": (lambda w: sso.scim_update_user(w.scim_user, provider=SSO_PROVIDER, email="new@idp.test",

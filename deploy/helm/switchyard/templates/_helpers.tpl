@@ -49,7 +49,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Settings that are secrets: never in the ConfigMap, always files from the Secret. */}}
 {{- define "switchyard.secretSettingNames" -}}
-SECRET_KEY SWITCHYARD_KEY_PEPPER SWITCHYARD_AUDIT_SIGNING_KEY DATABASE_URL REDIS_URL SWITCHYARD_GATEWAY_REDIS_URL SWITCHYARD_AUDIT_WITNESS_URL SWITCHYARD_METRICS_TOKEN
+SECRET_KEY SWITCHYARD_KEY_PEPPER SWITCHYARD_AUDIT_SIGNING_KEY DATABASE_URL REDIS_URL SWITCHYARD_GATEWAY_REDIS_URL SWITCHYARD_AUDIT_WITNESS_URL SWITCHYARD_METRICS_TOKEN EMAIL_HOST_PASSWORD
 {{- end -}}
 
 {{/* The keys of the Secret the processes read (NAME_FILE each). */}}
@@ -71,10 +71,85 @@ SECRET_KEY SWITCHYARD_KEY_PEPPER SWITCHYARD_AUDIT_SIGNING_KEY DATABASE_URL REDIS
 {{- $hosts := list "localhost" (printf "%s-console" $fullname) (printf "%s-console.%s.svc" $fullname .Release.Namespace) -}}
 {{- range (splitList "," (.Values.config.ALLOWED_HOSTS | default "")) }}{{ if trim . }}{{ $hosts = append $hosts (trim .) }}{{ end }}{{ end -}}
 {{- if .Values.ingress.enabled }}{{ range .Values.ingress.hosts }}{{ $hosts = append $hosts . }}{{ end }}{{ end -}}
+{{- range (list "SWITCHYARD_OIDC_PROVIDERS" "SWITCHYARD_LOCAL_SIGNIN" "EMAIL_BACKEND" "EMAIL_HOST" "EMAIL_PORT" "EMAIL_HOST_USER" "EMAIL_USE_TLS" "DEFAULT_FROM_EMAIL") }}
+{{- if hasKey $.Values.config . }}
+{{- fail (printf "config.%s comes from the sso / email values (secrets by Secret reference, never inline): set it there" .) }}
+{{- end }}
+{{- end }}
 {{- $data := dict -}}
 {{- range $name, $value := .Values.config }}{{ $_ := set $data $name (toString $value) }}{{ end -}}
+{{- range $name, $value := (include "switchyard.identityConfig" . | fromYaml) }}{{ $_ := set $data $name $value }}{{ end -}}
 {{- $_ := set $data "ALLOWED_HOSTS" ($hosts | uniq | join ",") -}}
 {{- $_ := set $data "SWITCHYARD_RUNTIME_BACKENDS" (include "switchyard.runtimeBackends" . ) -}}
+{{- toYaml $data -}}
+{{- end -}}
+
+{{/* Where the identity secrets (OIDC client secrets, SCIM tokens, the SMTP password) are mounted. */}}
+{{- define "switchyard.identityDir" -}}/run/secrets/switchyard-identity{{- end -}}
+
+{{/* The identity secrets as (dict "secretName" "key" "path"), from the sso and email values. */}}
+{{- define "switchyard.identitySecrets" -}}
+{{- $files := list -}}
+{{- range $provider := .Values.sso.providers }}
+{{- if not (regexMatch "^[a-z0-9][a-z0-9-]{0,62}$" (.name | default "")) }}
+{{- fail (printf "sso.providers: name %q must be a slug (lowercase letters, digits, hyphens)" (.name | default "")) }}
+{{- end }}
+{{- if or (not .issuer) (not .clientId) (not .clientSecret) }}
+{{- fail (printf "sso.providers[%s] needs issuer, clientId and clientSecret ({secretName, key} of a Secret)" .name) }}
+{{- end }}
+{{- if kindIs "string" .clientSecret }}
+{{- fail (printf "sso.providers[%s].clientSecret must name a Secret ({secretName, key}), never hold the secret" .name) }}
+{{- end }}
+{{- if or (not .clientSecret.secretName) (not .clientSecret.key) }}
+{{- fail (printf "sso.providers[%s].clientSecret needs secretName and key" .name) }}
+{{- end }}
+{{- $files = append $files (dict "secretName" .clientSecret.secretName "key" .clientSecret.key "path" (printf "oidc-%s-client-secret" .name)) }}
+{{- with .scimToken }}
+{{- if or (kindIs "string" .) (not .secretName) (not .key) }}
+{{- fail (printf "sso.providers[%s].scimToken must name a Secret ({secretName, key}), never hold the token" $provider.name) }}
+{{- end }}
+{{- $files = append $files (dict "secretName" .secretName "key" .key "path" (printf "oidc-%s-scim-token" $provider.name)) }}
+{{- end }}
+{{- end }}
+{{- with .Values.email.password }}
+{{- if kindIs "string" . }}
+{{- if . }}{{ fail "email.password must name a Secret ({secretName, key}), never hold the password" }}{{ end }}
+{{- else if and .secretName .key }}
+{{- $files = append $files (dict "secretName" .secretName "key" .key "path" "EMAIL_HOST_PASSWORD") }}
+{{- end }}
+{{- end }}
+{{- toJson $files -}}
+{{- end -}}
+
+{{/* ConfigMap entries from the sso and email values: no secret in them, only the files' paths. */}}
+{{- define "switchyard.identityConfig" -}}
+{{- $dir := include "switchyard.identityDir" . -}}
+{{- $providers := dict -}}
+{{- range .Values.sso.providers }}
+{{- $p := dict "label" (.label | default .name) "issuer" .issuer "client_id" .clientId
+      "client_secret_file" (printf "%s/oidc-%s-client-secret" $dir .name) -}}
+{{- if .scimToken }}{{ $_ := set $p "scim_token_file" (printf "%s/oidc-%s-scim-token" $dir .name) }}{{ end -}}
+{{- if .scopes }}{{ $_ := set $p "scopes" .scopes }}{{ end -}}
+{{- if .groupsClaim }}{{ $_ := set $p "groups_claim" .groupsClaim }}{{ end -}}
+{{- if .groupPrefix }}{{ $_ := set $p "group_prefix" .groupPrefix }}{{ end -}}
+{{- $_ := set $providers .name $p -}}
+{{- end -}}
+{{- $backends := dict "console" "django.core.mail.backends.console.EmailBackend" "smtp" "django.core.mail.backends.smtp.EmailBackend" -}}
+{{- if not (hasKey $backends .Values.email.backend) }}
+{{- fail (printf "email.backend must be console or smtp, not %q" .Values.email.backend) }}
+{{- end }}
+{{- $data := dict "SWITCHYARD_OIDC_PROVIDERS" (toJson $providers) "SWITCHYARD_LOCAL_SIGNIN" (ternary "true" "false" (ne (toString .Values.sso.localSignin) "false"))
+      "EMAIL_BACKEND" (get $backends .Values.email.backend) "DEFAULT_FROM_EMAIL" (toString .Values.email.from) -}}
+{{- if eq .Values.email.backend "smtp" }}
+{{- if not .Values.email.host }}{{ fail "email.backend smtp needs email.host" }}{{ end }}
+{{- $_ := set $data "EMAIL_HOST" (toString .Values.email.host) }}
+{{- $_ := set $data "EMAIL_PORT" (toString .Values.email.port) }}
+{{- $_ := set $data "EMAIL_HOST_USER" (toString .Values.email.username) }}
+{{- $_ := set $data "EMAIL_USE_TLS" (ternary "true" "false" (ne (toString .Values.email.useTls) "false")) }}
+{{- end }}
+{{- $url := .Values.sso.consoleUrl -}}
+{{- if and (not $url) .Values.ingress.enabled .Values.ingress.hosts }}{{ $url = printf "https://%s" (first .Values.ingress.hosts) }}{{ end -}}
+{{- if and $url (not (hasKey .Values.config "SWITCHYARD_CONSOLE_URL")) }}{{ $_ := set $data "SWITCHYARD_CONSOLE_URL" (toString $url) }}{{ end -}}
 {{- toYaml $data -}}
 {{- end -}}
 
@@ -114,6 +189,18 @@ env:
   - name: {{ . }}_FILE
     value: /run/secrets/switchyard/{{ . }}
 {{- end }}
+{{- include "switchyard.identityEnv" . }}
+{{- end -}}
+
+{{/* EMAIL_HOST_PASSWORD_FILE when the SMTP password comes from a Secret (the OIDC files are named in
+SWITCHYARD_OIDC_PROVIDERS itself). */}}
+{{- define "switchyard.identityEnv" -}}
+{{- range (include "switchyard.identitySecrets" . | fromJsonArray) }}
+{{- if eq .path "EMAIL_HOST_PASSWORD" }}
+  - name: EMAIL_HOST_PASSWORD_FILE
+    value: {{ include "switchyard.identityDir" $ }}/EMAIL_HOST_PASSWORD
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* The migrate job runs before the ConfigMap exists on a first install: the same data, inline. */}}
@@ -127,6 +214,7 @@ env:
   - name: {{ . }}_FILE
     value: /run/secrets/switchyard/{{ . }}
 {{- end }}
+{{- include "switchyard.identityEnv" . }}
 {{- end -}}
 
 {{- define "switchyard.volumeMounts" -}}
@@ -137,6 +225,11 @@ env:
 - name: secrets
   mountPath: /run/secrets/switchyard
   readOnly: true
+{{- if (include "switchyard.identitySecrets" . | fromJsonArray) }}
+- name: identity-secrets
+  mountPath: {{ include "switchyard.identityDir" . }}
+  readOnly: true
+{{- end }}
 {{- end -}}
 
 {{- define "switchyard.volumes" -}}
@@ -154,6 +247,20 @@ env:
 {{- range (splitList " " (include "switchyard.secretKeys" .)) }}
       - key: {{ . }}
         path: {{ . }}
+{{- end }}
+{{- with (include "switchyard.identitySecrets" . | fromJsonArray) }}
+{{- /* Secrets the operator made (one per IdP, the SMTP one), each key projected to the file its setting names. */}}
+- name: identity-secrets
+  projected:
+    defaultMode: 0440
+    sources:
+{{- range . }}
+      - secret:
+          name: {{ .secretName }}
+          items:
+            - key: {{ .key }}
+              path: {{ .path }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
