@@ -22,7 +22,10 @@ def snapshot(templates: dict) -> Snapshot:
     return Snapshot(fim_templates=MappingProxyType(templates))
 
 
-def render(body: dict, pools=(pool(1, 11),), templates=None, version=None):
+ONE_POOL = (pool(1, 11),)
+
+
+def render(body: dict, pools=ONE_POOL, templates=None, version=None):
     templates = {11: QWEN} if templates is None else templates
     return render_request({"model": "coder", **body}, tuple(pools), snapshot(templates), "coder", version)
 
@@ -45,7 +48,8 @@ def test_the_prompt_is_rendered_and_the_suffix_removed_everything_else_kept():
 
 
 def test_an_empty_suffix_is_still_fill_in_the_middle():
-    assert render({"prompt": "x = ", "suffix": ""}).payload["prompt"] == "<|fim_prefix|>x = <|fim_suffix|><|fim_middle|>"
+    rendered = render({"prompt": "x = ", "suffix": ""})
+    assert rendered.payload["prompt"] == "<|fim_prefix|>x = <|fim_suffix|><|fim_middle|>"
 
 
 def test_a_list_of_prompts_renders_each_with_the_suffix():
