@@ -5,7 +5,7 @@ from django.db import models
 # Everything but the lifecycle status: frozen once a version leaves draft. Migration 0002's
 # database trigger enforces the same rule for writes that bypass save() (update(), raw SQL).
 FROZEN_FIELDS = ("model_id", "version", "artifact_uri", "checksum", "quantization", "dtype", "max_context",
-                 "engine_args", "created_at", "published_at")
+                 "engine_args", "fim_template", "created_at", "published_at")
 
 
 class ModelFamily(models.TextChoices):
@@ -57,6 +57,9 @@ class ModelVersion(models.Model):
     dtype = models.CharField(max_length=16, default="auto")
     max_context = models.PositiveIntegerField(default=4096)
     engine_args = models.JSONField(default=dict, blank=True, help_text="vLLM flags overriding the serving profile.")
+    fim_template = models.CharField(
+        max_length=500, blank=True, default="",
+        help_text="Fill-in-the-middle template with {prefix} and {suffix}; blank: the family's (docs/fim.md).")
     status = models.CharField(max_length=16, choices=VersionStatus.choices, default=VersionStatus.DRAFT)
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)

@@ -9,11 +9,12 @@ from audit.actor import Actor
 from audit.services import record_event
 from models_registry.artifacts import model_root, validate_artifact_uri
 from models_registry.engine_args import validate_engine_args
+from models_registry.fim import TemplateError, parse_template
 from models_registry.models import Model, ModelFamily, ModelVersion, Quantization, VersionStatus
 from models_registry.profiles import effective_engine_args
 
 MODEL_EDITABLE = ("family", "description")
-VERSION_EDITABLE = ("artifact_uri", "checksum", "quantization", "dtype", "engine_args")
+VERSION_EDITABLE = ("artifact_uri", "checksum", "quantization", "dtype", "engine_args", "fim_template")
 DTYPES = ("auto", "float32", "float16", "bfloat16", "half", "float")
 # Each status may move only to the next one; nothing goes back.
 NEXT_STATUS: dict[str, str] = {VersionStatus.DRAFT: VersionStatus.PUBLISHED,
@@ -21,6 +22,10 @@ NEXT_STATUS: dict[str, str] = {VersionStatus.DRAFT: VersionStatus.PUBLISHED,
                                VersionStatus.DEPRECATED: VersionStatus.RETIRED}
 TINY_CODER = "tiny-coder"
 TINY_CODER_ENGINE_ARGS = {"max_model_len": 1024, "max_num_seqs": 8, "max_num_batched_tokens": 2048}
+# Its tokenizer carries Qwen2.5-Coder's FIM sentinels as special tokens (tiny_model_builder.FIM_TOKENS).
+TINY_CODER_FAMILY = ModelFamily.QWEN_CODER
+TINY_CODER_DESCRIPTION = ("Random-weight 2-layer Llama for CPU demos and tests (output is gibberish); "
+                          "its tokenizer has Qwen2.5-Coder's FIM sentinels.")
 
 
 def model_view(model: Model) -> dict:
@@ -30,7 +35,8 @@ def model_view(model: Model) -> dict:
 def version_view(version: ModelVersion) -> dict:
     return {"model": version.model.name, "version": version.version, "artifact_uri": version.artifact_uri,
             "checksum": version.checksum, "quantization": version.quantization, "dtype": version.dtype,
-            "max_context": version.max_context, "engine_args": version.engine_args, "status": version.status}
+            "max_context": version.max_context, "engine_args": version.engine_args,
+            "fim_template": version.fim_template, "status": version.status}
 
 
 def register_model(*, name: str, family: str = ModelFamily.OTHER, description: str = "", actor: Actor) -> Model:
@@ -59,10 +65,11 @@ def update_model(model: Model, /, *, actor: Actor, **changes) -> Model:
 
 def create_version(*, model: Model, version: str, artifact_uri: str, checksum: str = "",
                    quantization: str = Quantization.NONE, dtype: str = "auto", engine_args: dict | None = None,
-                   actor: Actor) -> ModelVersion:
-    """Create a draft version; its URI, quantization, dtype and engine args are checked now."""
+                   fim_template: str = "", actor: Actor) -> ModelVersion:
+    """Create a draft version; its URI, quantization, dtype, engine args and FIM template are checked now."""
     row = ModelVersion(model=model, version=version, checksum=checksum, quantization=quantization, dtype=dtype,
-                       artifact_uri=validate_artifact_uri(artifact_uri), engine_args=_checked_engine_args(engine_args))
+                       artifact_uri=validate_artifact_uri(artifact_uri), engine_args=_checked_engine_args(engine_args),
+                       fim_template=_checked_fim_template(fim_template))
     _prepare(row)
     duplicate = ValidationError({"version": f"{model.name} already has a version '{version}'."})
     if ModelVersion.objects.filter(model=model, version=version).exists():
@@ -83,6 +90,8 @@ def update_draft_version(version: ModelVersion, /, *, actor: Actor, **changes) -
         changes["artifact_uri"] = validate_artifact_uri(changes["artifact_uri"])
     if "engine_args" in changes:
         changes["engine_args"] = _checked_engine_args(changes["engine_args"])
+    if "fim_template" in changes:
+        changes["fim_template"] = _checked_fim_template(changes["fim_template"])
     with transaction.atomic():
         version = _locked(version)
         _require_draft(version)
@@ -147,6 +156,17 @@ def _checked_engine_args(engine_args) -> dict:
     return validate_engine_args({} if engine_args is None else engine_args)
 
 
+def _checked_fim_template(template) -> str:
+    """Blank (the family's template, if it has one), or a template the gateway can render."""
+    if template in (None, ""):
+        return ""
+    try:
+        parse_template(template)
+    except TemplateError as exc:
+        raise ValidationError({"fim_template": str(exc)}) from None
+    return template
+
+
 def _prepare(version: ModelVersion) -> None:
     """Derive max_context from the effective max_model_len, then validate the row."""
     if version.dtype not in DTYPES:
@@ -166,8 +186,9 @@ def ensure_tiny_coder(*, model_dir: Path, actor: Actor) -> ModelVersion:
     uri = _relative_to_root(Path(model_dir))
     with transaction.atomic():
         model = Model.objects.filter(name=TINY_CODER).first() or register_model(
-            name=TINY_CODER, family=ModelFamily.LLAMA, actor=actor,
-            description="Random-weight 2-layer Llama for CPU demos and tests (output is gibberish).")
+            name=TINY_CODER, family=TINY_CODER_FAMILY, actor=actor, description=TINY_CODER_DESCRIPTION)
+        if model.family != TINY_CODER_FAMILY:  # registered before its tokenizer had Qwen2.5-Coder's FIM sentinels
+            model = update_model(model, family=TINY_CODER_FAMILY, description=TINY_CODER_DESCRIPTION, actor=actor)
         existing = next((v for v in model.versions.filter(artifact_uri=uri).exclude(status=VersionStatus.RETIRED)
                          .order_by("-created_at") if v.engine_args == TINY_CODER_ENGINE_ARGS), None)
         version = existing or create_version(model=model, version=_next_label(model), artifact_uri=uri,

@@ -18,7 +18,13 @@ VOCAB_SIZE = 3072
 MAX_POSITIONS = 2048
 CORPUS_FILES = 400  # enough Python for useful merges; keeps training to a few seconds
 CORPUS_MAX_BYTES = 8_000_000
-SPECIAL_TOKENS = ["<s>", "</s>", "<unk>", "<|user|>", "<|assistant|>", "<|system|>", "<|end|>"]
+# Qwen2.5-Coder's fill-in-the-middle sentinels (the registry files tiny-coder under that family), so a
+# prompt the gateway renders for it holds each sentinel as one special token, as on the real model.
+FIM_TOKENS = ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>"]
+SPECIAL_TOKENS = ["<s>", "</s>", "<unk>", "<|user|>", "<|assistant|>", "<|system|>", "<|end|>", *FIM_TOKENS]
+# Bumped whenever the files would differ: a directory built by an older builder is rebuilt, not reused.
+BUILD_FORMAT = 2
+MARKER = "SWITCHYARD_TINY_MODEL.json"
 # ChatML-like, so /v1/chat/completions works; generation stops at </s> or <|end|>.
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -30,9 +36,19 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 def is_complete(model_dir: Path) -> bool:
-    """True when config, weights and tokenizer are all present (the build is then skipped)."""
+    """True when config, weights and tokenizer are all present, built by this builder's format (the
+    build is then skipped)."""
     has_weights = any((model_dir / name).exists() for name in WEIGHT_FILES)
-    return (model_dir / "config.json").exists() and (model_dir / "tokenizer.json").exists() and has_weights
+    files = (model_dir / "config.json").exists() and (model_dir / "tokenizer.json").exists() and has_weights
+    return files and built_format(model_dir) == BUILD_FORMAT
+
+
+def built_format(model_dir: Path) -> int | None:
+    """The BUILD_FORMAT the directory was built with (None: no marker, or one from before formats)."""
+    try:
+        return json.loads((model_dir / MARKER).read_text()).get("format")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def corpus_files() -> list[Path]:
@@ -64,7 +80,8 @@ def build_tokenizer(model_dir: Path):
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tokenizer.train_from_iterator(corpus_lines(), trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>",
-                                   unk_token="<unk>", pad_token="</s>", model_max_length=MAX_POSITIONS)
+                                   unk_token="<unk>", pad_token="</s>", model_max_length=MAX_POSITIONS,
+                                   additional_special_tokens=FIM_TOKENS)  # already in the vocabulary: no new ids
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(model_dir)
     return fast
@@ -93,9 +110,11 @@ def build(model_dir: Path, *, force: bool = False) -> str:
     if is_complete(model_dir) and not force:
         return "exists"
     model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / MARKER).unlink(missing_ok=True)  # written last: a build cut short is never taken as complete
     tokenizer = build_tokenizer(model_dir)
     build_model(model_dir, tokenizer)
-    (model_dir / "SWITCHYARD_TINY_MODEL.json").write_text(json.dumps({"seed": SEED, "vocab_size": len(tokenizer)}))
+    (model_dir / MARKER).write_text(json.dumps({"seed": SEED, "vocab_size": len(tokenizer), "format": BUILD_FORMAT,
+                                                "fim_tokens": FIM_TOKENS}))
     return "built"
 
 

@@ -18,3 +18,7 @@ class VersionForm(forms.Form):
     checksum = forms.CharField(required=False, max_length=200)
     quantization = forms.ChoiceField(choices=Quantization.choices, initial=Quantization.NONE)
     dtype = forms.ChoiceField(choices=[(d, d) for d in DTYPES], initial="auto")
+    fim_template = forms.CharField(
+        label="FIM template", required=False, max_length=500, strip=False,
+        help_text="Blank: the family's fill-in-the-middle format. Else {prefix} and {suffix} once each between "
+                  "the model's sentinels, e.g. <fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>.")

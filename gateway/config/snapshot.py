@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    from models_registry.fim import FimTemplate
 
 DEFAULT_POLICY = "prefix_affinity"
 DEFAULT_REDACTION_MODE = "redact"
@@ -111,6 +114,8 @@ class Snapshot:
     key_policies: Mapping[int, Limits] = field(default_factory=_empty)
     user_policies: Mapping[tuple[int, int], Limits] = field(default_factory=_empty)
     pools: Mapping[str, tuple[Pool, ...]] = field(default_factory=_empty)
+    # By model version id, for every version a pool serves: its fill-in-the-middle template, or None.
+    fim_templates: Mapping[int, FimTemplate | None] = field(default_factory=_empty)
     default_user_rpm: int = 120
     install_id: str = ""  # the install this data is of: it scopes the gateway's Redis keys (controlplane/redis_keys.py)
     loaded_at: float = field(default=0.0, compare=False)

@@ -67,7 +67,8 @@ def load_sections(snapshot: Snapshot, sections, version: tuple) -> Snapshot:
         fields.update(tenant_policies=MappingProxyType(tenant_policies), key_policies=MappingProxyType(key_policies),
                       user_policies=MappingProxyType(user_policies))
     if "pools" in sections:
-        fields["pools"] = MappingProxyType(_load_pools())
+        fields["pools"] = pools = MappingProxyType(_load_pools())
+        fields["fim_templates"] = MappingProxyType(_load_fim_templates(pools))
     return dataclasses.replace(snapshot, **fields)
 
 
@@ -137,6 +138,27 @@ def _load_pools() -> dict[str, tuple[Pool, ...]]:
                                        sticky_by=sticky.get(deployment.pk, ""))
         pools.setdefault(deployment.model_version.model.name, []).append(pool)
     return {name: tuple(found) for name, found in pools.items()}
+
+
+def _load_fim_templates(pools) -> dict:
+    """Each served version's FIM template: its own, else its family's, else None (docs/fim.md)."""
+    from models_registry.fim import TemplateError, template_for
+    from models_registry.models import ModelVersion
+
+    ids = {version for found in pools.values() for pool in found for version in _versions_of(pool)}
+    templates = {}
+    for row in ModelVersion.objects.filter(pk__in=ids).values("pk", "fim_template", "model__family"):
+        try:
+            templates[row["pk"]] = template_for(row["model__family"], row["fim_template"])
+        except TemplateError:  # written around the service, which validates it: served without FIM
+            templates[row["pk"]] = None
+    return templates
+
+
+def _versions_of(pool: Pool):
+    yield pool.model_version_id
+    yield from (version for version, _weight in pool.version_weights)
+    yield from (upstream.model_version_id for upstream in pool.upstreams)
 
 
 def _pool(deployment, ready_instances) -> Pool:

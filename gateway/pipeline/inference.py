@@ -19,6 +19,7 @@ from gateway.metering.recorder import RequestRecord
 from gateway.pipeline.asgi_io import JSON_HEADERS, ClientGone, header, read_body, request_ids
 from gateway.pipeline.auth import authenticate, current_tenant
 from gateway.pipeline.dedup import OPT_OUT_HEADER, cache_key, cacheable
+from gateway.pipeline.fim import Rendered, render_request, renders_alike, wants_fim
 from gateway.pipeline.payload import (
     BATCH_PRIORITY,
     Work,
@@ -68,6 +69,7 @@ class Call:
     parsed: dict | None = None
     work: Work | None = None  # its worst case, as admission reserved it (`request_work`)
     texts: list[str] | None = None  # the body's strings that could hold a secret (for redaction)
+    fim: Rendered | None = None  # a fill-in-the-middle request, rendered for its model (gateway.pipeline.fim)
 
 
 class InferenceHandler:
@@ -128,10 +130,14 @@ class InferenceHandler:
         if split is not None:  # a rollout splits this deployment's traffic: the version first, then an engine
             sticky = sticky_key(split.sticky_by, header(scope, SESSION_HEADER), payload.get("user"), key.id)
             hints.version = pick_version(pools, sticky, random.random())
+        fim = None
+        if record.endpoint == "completions" and wants_fim(payload):  # before redaction and routing see the prompt
+            fim = render_request(payload, pools, snapshot, payload["model"], hints.version)
+            pools, hints.body = fim.pools, fim.payload
         batch = (header(scope, b"x-switchyard-priority") or b"").lower() == b"batch"
         use_cache = (header(scope, OPT_OUT_HEADER) or b"").lower() != b"no"
-        return Call(record.endpoint, key, tenant, pools, payload, hints, batch, use_cache, raw=raw, parsed=payload,
-                    texts=texts)
+        return Call(record.endpoint, key, tenant, pools, hints.body, hints, batch, use_cache, raw=raw, parsed=payload,
+                    texts=texts, fim=fim)
 
     async def _admitted(self, call: Call, client: ClientStream, record: RequestRecord) -> None:
         """Take the limits' reservation, then serve; the reservation is settled whatever happens.
@@ -142,6 +148,8 @@ class InferenceHandler:
         its choices together generated more (docs/limits.md, "What a budget can overspend")."""
         limiter, snapshot = self.state.limiter, self.state.snapshot
         work = call.work = request_work(call.payload, call.raw, call.kind)  # 400s: bad n / best_of / batches
+        if call.fim is not None:
+            work.prompt_tokens += call.fim.extra_prompt_tokens
         admission = await limiter.admit(key=call.key, snapshot=snapshot, request_id=record.request_id,
                                         prompt_tokens=work.prompt_tokens, max_tokens=work.completion_tokens)
         if snapshot.has_token_budget(call.key):
@@ -233,6 +241,8 @@ class InferenceHandler:
         if found is None:
             return None
         name, pools = found
+        if call.fim is not None and not renders_alike(self.state.snapshot, pools, call.fim.template):
+            return None  # its prompt is rendered for this model's template: another family would misread it
         payload = {**call.payload, "model": name}
         return dataclasses.replace(call, pools=pools, payload=payload,
                                    hints=dataclasses.replace(call.hints, body=payload, model=name))

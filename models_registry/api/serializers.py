@@ -41,7 +41,7 @@ class ModelVersionSerializer(RestrictedFieldsMixin, serializers.ModelSerializer)
     class Meta:
         model = ModelVersion
         fields = ["id", "model", "version", "status", "artifact_uri", "checksum", "quantization", "dtype",
-                  "max_context", "engine_args", "effective_engine_args", "created_at", "published_at"]
+                  "max_context", "engine_args", "effective_engine_args", "fim_template", "created_at", "published_at"]
         read_only_fields = fields
 
     def get_effective_engine_args(self, version) -> dict:
@@ -57,6 +57,10 @@ class ModelVersionUpdateSerializer(serializers.Serializer):
     dtype = serializers.CharField(max_length=16, required=False)
     engine_args = serializers.DictField(required=False, validators=[storable_json],
                                         help_text="vLLM flags overriding the serving profile (allow-listed).")
+    fim_template = serializers.CharField(
+        max_length=500, required=False, allow_blank=True, trim_whitespace=False,
+        help_text="Fill-in-the-middle template holding {prefix} and {suffix} once each, e.g. "
+                  "'<fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>'; blank: the model family's (docs/fim.md).")
 
 
 class ModelVersionCreateSerializer(ModelVersionUpdateSerializer):

@@ -175,6 +175,25 @@ def test_registry_writes_are_platform_only(world, login):
     assert version.status == "published"
 
 
+def test_a_version_gets_its_fim_template_from_the_console_and_a_bad_one_is_explained(world, login):
+    from models_registry.models import Model
+
+    charlie = login("charlie")
+    charlie.post(reverse("console:model-create"), {"name": "fim-test", "family": "other"})
+    model = Model.objects.get(name="fim-test")
+
+    def create(label: str, template: str):
+        fields = {"version": label, "artifact_uri": f"s3://models/fim-test/{label}", "quantization": "none",
+                  "dtype": "auto", "fim_template": template}
+        return charlie.post(reverse("console:version-create", args=[model.pk]),
+                            {f"m{model.pk}-{k}": v for k, v in fields.items()}, follow=True)
+
+    create("v1", "<pre>{prefix}<suf>{suffix}<mid>")
+    assert model.versions.get(version="v1").fim_template == "<pre>{prefix}<suf>{suffix}<mid>"
+    page = create("v2", "<pre>{prefix}<mid>").content.decode()
+    assert not model.versions.filter(version="v2").exists() and "{suffix} exactly once" in page
+
+
 def test_every_form_needs_its_csrf_token(world):
     client = Client(enforce_csrf_checks=True)
     client.force_login(world.users["alice"])

@@ -93,8 +93,8 @@ def bob(tenant_b):
 
 @pytest.fixture
 def shared_pool(audit_head, fast_sims):
-    """A shared deployment of MODEL with both fast engines ready."""
-    version = make_model_version(MODEL)
+    """A shared deployment of MODEL with both fast engines ready (a StarCoder2-family model: `suffix` renders)."""
+    version = make_model_version(MODEL, family="starcoder2")
     return add_deployment(version, tenant=None, name="shared-sim", urls=[s.url for s in fast_sims])
 
 

@@ -166,11 +166,12 @@ def limits_prefix(server: "GatewayServer") -> str:
     return part_prefix(server.app.config.redis_scope, LIMITS)
 
 
-def make_model_version(name: str, **fields):
-    """A version row (draft: SQLite's flush between transactional tests may delete only drafts)."""
+def make_model_version(name: str, *, family: str = "other", **fields):
+    """A version row (draft: SQLite's flush between transactional tests may delete only drafts); `family`
+    names the model's family when this creates the model (a coder family renders fill-in-the-middle)."""
     from models_registry.models import Model, ModelVersion
 
-    model, _ = Model.objects.get_or_create(name=name)
+    model, _ = Model.objects.get_or_create(name=name, defaults={"family": family})
     return ModelVersion.objects.create(model=model, version=f"v{ModelVersion.objects.count() + 1}",
                                        artifact_uri=f"tests/{name}", **fields)
 

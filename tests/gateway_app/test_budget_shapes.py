@@ -36,7 +36,13 @@ def completions_body():
                        st.lists(st.integers(0, 3000), min_size=1, max_size=50))
     return st.fixed_dictionaries({"prompt": prompt}, optional={
         "n": st.integers(1, 6), "best_of": st.integers(1, 8), "max_tokens": st.integers(1, 48),
-        "suffix": TEXT}).filter(lambda b: b.get("best_of", 99) >= b.get("n", 1))
+        "suffix": TEXT}).filter(lambda b: b.get("best_of", 99) >= b.get("n", 1)).filter(_renderable)
+
+
+def _renderable(body: dict) -> bool:
+    """A suffix needs text prompts (token ids cannot be rendered into a FIM template: a 400)."""
+    prompt = body["prompt"]
+    return "suffix" not in body or isinstance(prompt, str) or all(isinstance(p, str) for p in prompt)
 
 
 def chat_body():
@@ -53,7 +59,8 @@ def budget_pool(audit_head, simulators):
     """Two zero-latency engines with room for long unicode prompts and many choices."""
     engines = [simulators("--decode-ms-per-token", "0", "--prefill-ms-per-token", "0", "--max-model-len", "32768",
                           "--num-gpu-blocks", "8192", "--max-num-seqs", "64", model=MODEL) for _ in range(2)]
-    return add_deployment(make_model_version(MODEL), tenant=None, name="budget-sims", urls=[e.url for e in engines])
+    return add_deployment(make_model_version(MODEL, family="starcoder2"), tenant=None, name="budget-sims",
+                          urls=[e.url for e in engines])  # a coder family: `suffix` renders a FIM prompt
 
 
 @pytest.fixture

@@ -94,7 +94,8 @@ def world(gateway, audit_head, simulators, tmp_path, alice, bob):
     record_file = tmp_path / "engine-requests.log"
     engine = simulators("--decode-ms-per-token", "0", "--prefill-ms-per-token", "0",
                         "--record-requests", str(record_file))
-    add_deployment(make_model_version(MODEL), tenant=None, name="canary", urls=[engine.url])
+    # A coder family: a secret in `suffix` reaches the engine inside the rendered FIM prompt, redacted there.
+    add_deployment(make_model_version(MODEL, family="starcoder2"), tenant=None, name="canary", urls=[engine.url])
     carol_tenant = make_tenant("tenant-c")
     carol = SimpleNamespace(tenant=carol_tenant, key=inference_key(carol_tenant,
                                                                     user=make_member(carol_tenant, "owner",

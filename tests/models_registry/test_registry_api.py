@@ -80,11 +80,21 @@ def test_a_platform_admin_registers_a_model_and_walks_a_version_through_its_life
     ({"artifact_uri": "hf://Qwen/Qwen2.5-Coder-7B"}, "artifact_uri", "revision"),
     ({"quantization": "int3"}, "quantization", "not a valid choice"),
     ({"version": "../x"}, "version", ""),
+    ({"fim_template": "<pre>{prefix}<mid>"}, "fim_template", "{suffix} exactly once"),
+    ({"fim_template": "<pre>{prefix}<suf>{suffix}{middle}"}, "fim_template", "Unknown placeholder {middle}"),
 ])
 def test_bad_versions_are_400s_naming_the_field(admin, qwen, body, field, text):
     response = admin.post(versions_url(qwen), {"version": "v2", "artifact_uri": HF_URI, **body}, format="json")
     assert response.status_code == 400
     assert text in " ".join(response.json()[field])
+
+
+def test_a_version_registers_its_own_fim_template(admin, qwen):
+    template = "<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>"
+    response = admin.post(versions_url(qwen), {"version": "v2", "artifact_uri": HF_URI, "fim_template": template},
+                          format="json")
+    assert response.status_code == 201 and response.json()["fim_template"] == template
+    assert ModelVersion.objects.get(pk=response.json()["id"]).fim_template == template
 
 
 def test_editing_a_published_version_is_a_400(admin, qwen):

@@ -17,9 +17,10 @@ def model_dir(tmp_path, settings):
     return tmp_path / "tiny-coder"
 
 
-def test_registers_a_published_llama_version(model_dir):
+def test_registers_a_published_qwen_coder_version(model_dir):
     version = ensure_tiny_coder(model_dir=model_dir, actor=SYSTEM)
-    assert version.model.name == "tiny-coder" and version.model.family == "llama"
+    # Its tokenizer has Qwen2.5-Coder's FIM sentinels: the gateway renders that family's template for it.
+    assert version.model.name == "tiny-coder" and version.model.family == "qwen-coder"
     assert version.status == VersionStatus.PUBLISHED and version.max_context == 1024
     assert version.artifact_uri == "tiny-coder"  # relative to the model root
 
@@ -28,6 +29,18 @@ def test_is_idempotent(model_dir):
     first = ensure_tiny_coder(model_dir=model_dir, actor=SYSTEM)
     assert ensure_tiny_coder(model_dir=model_dir, actor=SYSTEM) == first
     assert Model.objects.count() == 1 and ModelVersion.objects.count() == 1
+
+
+def test_a_tiny_coder_registered_as_llama_is_moved_to_its_coder_family(model_dir):
+    from audit.models import AuditEvent
+    from models_registry.services import register_model
+
+    register_model(name="tiny-coder", family="llama", actor=SYSTEM)
+    version = ensure_tiny_coder(model_dir=model_dir, actor=SYSTEM)
+    assert version.model.family == "qwen-coder"
+    assert AuditEvent.objects.filter(action="model.update").count() == 1
+    ensure_tiny_coder(model_dir=model_dir, actor=SYSTEM)
+    assert AuditEvent.objects.filter(action="model.update").count() == 1  # nothing more to change
 
 
 def test_a_retired_tiny_coder_gets_a_fresh_version(model_dir):

@@ -31,6 +31,7 @@ def test_engine_args_override_the_profile_and_set_max_context():
     ({"artifact_uri": "https://169.254.169.254/x"}, "artifact_uri"),
     ({"quantization": "int3"}, "quantization"),
     ({"dtype": "float8"}, "dtype"),
+    ({"fim_template": "<pre>{prefix}<mid>"}, "fim_template"),
 ])
 def test_create_version_refuses_bad_input_naming_the_field(fields, field):
     with pytest.raises(ValidationError) as caught:
@@ -117,11 +118,22 @@ def test_save_refuses_to_send_a_published_version_back_to_draft(published):
 @pytest.mark.parametrize("change", [
     {"artifact_uri": "s3://bucket/other"}, {"checksum": "x"}, {"engine_args": {"max_num_seqs": 1}},
     {"quantization": "awq"}, {"max_context": 1}, {"status": VersionStatus.DRAFT},
+    {"fim_template": "<pre>{prefix}<suf>{suffix}<mid>"},
 ])
 def test_the_database_refuses_updates_that_bypass_save(published, change):
     with pytest.raises(DatabaseError), transaction.atomic():
         ModelVersion.objects.filter(pk=published.pk).update(**change)
     assert ModelVersion.objects.get(pk=published.pk).status == VersionStatus.PUBLISHED
+
+
+def test_a_version_fim_template_is_set_at_registration_and_frozen_on_publish():
+    template = "<pre>{prefix}<suf>{suffix}<mid>"
+    version = services.publish_version(make_version(fim_template=template), actor=SYSTEM)
+    assert ModelVersion.objects.get(pk=version.pk).fim_template == template
+    version.fim_template = ""
+    with pytest.raises(ValidationError) as caught:
+        version.save()
+    assert "fim_template" in caught.value.message_dict
 
 
 def test_a_full_save_may_still_move_status_forward(published):
