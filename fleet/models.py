@@ -158,6 +158,8 @@ class DemandSample(models.Model):
     kv_cache_usage = models.FloatField(null=True, blank=True)
     ttft_p95_ms = models.FloatField(null=True, blank=True)
     requests = models.PositiveIntegerField(default=0)
+    # Requests the gateways held in flight at its engines at that moment (controlplane/demand_signal.py).
+    held = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["deployment", "at"]
