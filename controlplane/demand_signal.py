@@ -1,16 +1,16 @@
-"""The gateways' demand signal: how many requests they hold in flight at each deployment's engines, now.
+"""The gateways' demand signal: per deployment, the requests they hold in flight at its engines now, and of
+those the streamed ones still waiting for their first token (queued at the engine, or in its prefill).
 
-The engines' own queue figures reach the autoscaler a health probe late, and a step in demand shows
-there only once a queue has built. Every gateway knows at once how many requests it has outstanding
-per deployment (an O(1) counter on the request path, gateway/metering/demand.py). It publishes that
-count, when it changed, into one Redis hash per deployment — one field per gateway process, stamped
-with Redis's own clock — and the autoscaler sums the fields written within FRESH_MS
-(`read_held`): a gateway that died stops counting once its field goes stale.
+The engines' own queue figures reach the autoscaler a health probe late. Every gateway knows at once
+what it has outstanding per deployment (gateway/metering/demand.py). It publishes both counts, when
+they changed, into one Redis hash per deployment — one field per gateway process, stamped with
+Redis's own clock — and the autoscaler sums the fields written within FRESH_MS (`read`): a gateway
+that died stops counting once its field goes stale.
 
 The publish also tells the gateway whether to ask for a decision now: the autoscaler leaves, per
-deployment, the in-flight count at which its surge rule could fire (`set_nudge_level`); a publish whose
-sum reaches it takes a short install-wide lock (at most one ask per deployment every NUDGE_MS) and the
-gateway sends `fleet.autoscale_now` — as it sends `fleet.wake` for a deployment asleep at zero.
+deployment, the waiting count at which its surge rule could fire (`set_nudge_level`); a publish whose
+waiting sum reaches it takes a short install-wide lock (at most one ask per deployment every NUDGE_MS)
+and the gateway sends `fleet.autoscale_now` — as it sends `fleet.wake` for a deployment asleep at zero.
 
 Keys (controlplane/redis_keys.py): `sy:<install id>:demand:<deployment id>:held|nudge-at|nudge-lock`.
 """
@@ -28,41 +28,46 @@ FRESH_MS = 5000  # a field older than this is a gateway that stopped publishing 
 NUDGE_MS = 500  # at most one `fleet.autoscale_now` per deployment this often, across every gateway
 NUDGE_LEVEL_TTL_MS = 30_000  # an autoscaler that stopped passing stops the nudges soon after
 
-# KEYS: held hash, nudge level, nudge lock. ARGV: this gateway's field, its count, FRESH_MS, NUDGE_MS.
-# Returns {sum of fresh fields, 1 if the gateway should ask for a decision now else 0}.
+# A field's value: "<in flight>:<waiting for a first token>:<Redis time in ms>".
+# KEYS: held hash, nudge level, nudge lock. ARGV: this gateway's field, in flight, waiting, FRESH_MS, NUDGE_MS.
+# Returns {in-flight sum, waiting sum (fresh fields only), 1 if the gateway should ask for a decision now else 0}.
 PUBLISH = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local fresh = tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ':' .. now)
+local fresh = tonumber(ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ':' .. ARGV[3] .. ':' .. now)
 redis.call('PEXPIRE', KEYS[1], fresh * 4)
-local total = 0
+local held, waiting = 0, 0
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
-  local held, at = string.match(fields[i + 1], '^(%d+):(%d+)$')
-  if held and now - tonumber(at) <= fresh then total = total + tonumber(held) end
+  local h, w, at = string.match(fields[i + 1], '^(%d+):(%d+):(%d+)$')
+  if h and now - tonumber(at) <= fresh then
+    held = held + tonumber(h)
+    waiting = waiting + tonumber(w)
+  end
 end
 local level = redis.call('GET', KEYS[2])
-if level and total >= tonumber(level) and redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[4]) then
-  return {total, 1}
+if level and waiting >= tonumber(level) and redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[5]) then
+  return {held, waiting, 1}
 end
-return {total, 0}
+return {held, waiting, 0}
 """
-# KEYS: held hash. ARGV: FRESH_MS. The sum of fresh fields; stale ones are dropped.
+# KEYS: held hash. ARGV: FRESH_MS. {in-flight sum, waiting sum} of the fresh fields; stale ones are dropped.
 READ = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local total = 0
+local held, waiting = 0, 0
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
-  local held, at = string.match(fields[i + 1], '^(%d+):(%d+)$')
-  if held and now - tonumber(at) <= tonumber(ARGV[1]) then
-    total = total + tonumber(held)
+  local h, w, at = string.match(fields[i + 1], '^(%d+):(%d+):(%d+)$')
+  if h and now - tonumber(at) <= tonumber(ARGV[1]) then
+    held = held + tonumber(h)
+    waiting = waiting + tonumber(w)
   else
     redis.call('HDEL', KEYS[1], fields[i])
   end
 end
-return total
+return {held, waiting}
 """
 
 
@@ -72,20 +77,21 @@ def names(deployment_id: int, install_id: str | None = None) -> tuple[str, str, 
     return redis_keys.demand_names(prefix, deployment_id)
 
 
-def read_held(deployment_id: int) -> float | None:
-    """Requests the gateways hold in flight at the deployment's engines now; None without a reachable Redis."""
+def read(deployment_id: int) -> tuple[float, float] | None:
+    """(in flight, waiting for a first token) the gateways hold for the deployment now; None without a Redis."""
     if not settings.SWITCHYARD_GATEWAY_REDIS_URL:
         return None
     held, _, _ = names(deployment_id)
     try:
-        return float(_client().eval(READ, 1, held, FRESH_MS))
+        in_flight, waiting = _client().eval(READ, 1, held, FRESH_MS)
+        return float(in_flight), float(waiting)
     except Exception as error:  # noqa: BLE001 — no gateway signal this pass: the engines' figures still count
         log.info("demand signal: could not read deployment %s (%s)", deployment_id, error)
         return None
 
 
 def set_nudge_level(deployment_id: int, level: float | None) -> None:
-    """The in-flight count at which gateways should ask for a decision now (None: they should not ask)."""
+    """The waiting count at which gateways should ask for a decision now (None: they should not ask)."""
     if not settings.SWITCHYARD_GATEWAY_REDIS_URL:
         return
     _, key, _ = names(deployment_id)

@@ -9,9 +9,9 @@ No database, no clock of its own, no randomness: the autoscale task gathers samp
 - a surge (Knative's "panic mode"): waiting per instance at SURGE_FACTOR × the threshold, at every
   look over a tenth of the up window (and at two looks at least), scales up at once, by the same
   proportional step — a step in demand is not made to wait the whole window;
-- waiting requests are the engines' own count, or — when larger — what the gateways hold in flight
-  at the deployment's engines minus what the engines last said they run (`Sample.held`: the
-  gateways know at once, the engines' metrics arrive with the next health probe);
+- waiting requests are the engines' own count, or — when larger — the gateways' count of streamed
+  requests sent to the deployment's engines and still without a first token (`Sample.gateway_waiting`:
+  the gateways know at once, the engines' metrics arrive with the next health probe);
 - scale down by one after an idle window (load per instance under the low-water mark the whole
   time), never below min, never while a rollout or drain is in progress, after the down cooldown
   and not within the down cooldown of a scale-up (hysteresis: the low-water mark sits well under
@@ -61,6 +61,7 @@ class Sample:
     ttft_p95_ms: float | None = None
     requests: int = 0  # requests the gateway received for it since the previous sample
     held: float | None = None  # requests the gateways hold in flight at its engines now (None: not known)
+    gateway_waiting: float | None = None  # of those, streamed ones without a first token yet (None: not known)
 
 
 @dataclass(frozen=True)
@@ -128,11 +129,9 @@ def _scale_up(rules: Rules, samples: list[Sample], situation: Situation, signals
 
 
 def waiting(sample: Sample) -> float:
-    """Requests waiting for an engine: the engines' count, or what the gateways hold beyond what the engines
-    last said they run when that is more (the gateways' count is current; the engines' is a probe old)."""
-    if sample.held is None:
-        return sample.waiting
-    return max(sample.waiting, sample.held - sample.running)
+    """Requests waiting for an engine: the engines' count, or the gateways' when larger (theirs is current,
+    the engines' a health probe old)."""
+    return max(sample.waiting, sample.gateway_waiting or 0.0)
 
 
 def surge_span(rules: Rules, samples: list[Sample], situation: Situation) -> list[Sample]:
@@ -220,14 +219,13 @@ def _window(samples: list[Sample], situation: Situation, seconds: float, interva
     return recent if max(steps) <= 2 * interval else []
 
 
-def nudge_level(rules: Rules, situation: Situation, latest: Sample | None) -> float | None:
-    """How many requests in flight at the deployment's engines should make a gateway ask for a decision now
-    (the surge level at the engines' last running count); None while no scale-up can follow anyway."""
+def nudge_level(rules: Rules, situation: Situation) -> float | None:
+    """How many requests waiting at the deployment's engines should make a gateway ask for a decision now
+    (the surge level); None while no scale-up can follow anyway."""
     if situation.serving >= rules.max_replicas or situation.serving == 0 or \
             _cooling(situation.last_scale_up_at, rules.cooldown_up_seconds, situation):
         return None
-    running = latest.running if latest is not None else 0.0
-    return SURGE_FACTOR * rules.queue_per_instance * situation.serving + running
+    return SURGE_FACTOR * rules.queue_per_instance * situation.serving
 
 
 def _recent(samples: list[Sample], situation: Situation, seconds: float) -> list[Sample]:

@@ -88,7 +88,7 @@ def _sample_and_decide(deployment: Deployment) -> int:
     if decision.changes:
         apply_scaling_decision(deployment, decision)
         situation = situation_of(ScalingPolicy.objects.select_related("deployment").get(pk=scaling.pk), now)
-    demand_signal.set_nudge_level(deployment.pk, policy.nudge_level(rules, situation, signals.as_policy_sample(sample)))
+    demand_signal.set_nudge_level(deployment.pk, policy.nudge_level(rules, situation))
     if decision.action == "up":
         reconcile.move_roles(deployment.pk)  # promote warm instances in this pass; the reconcile task launches
     return int(decision.changes)

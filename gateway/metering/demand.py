@@ -1,11 +1,17 @@
-"""This gateway process's demand signal: requests in flight per deployment, published for the autoscaler.
+"""This gateway process's demand signal, per deployment: requests in flight at its engines, and of those the
+streamed ones still waiting for their first token — published for the autoscaler.
 
-On the request path only `enter` / `leave` run: one dict update each. A background task publishes,
-every TICK_SECONDS, the count of each deployment that changed since its last publish (and refreshes
-a non-zero count every REFRESH_SECONDS, so that it stays fresh): one Redis script per such deployment
+On the request path only `enter` / `leave` run: a few dict updates each. A background task, every
+TICK_SECONDS, counts per deployment the in-flight requests without a first token yet (off the request
+path: the records say it) and publishes the figures that changed since the last publish (refreshing
+non-zero ones every REFRESH_SECONDS, so that they stay fresh): one Redis script per such deployment
 (controlplane/demand_signal.py). Nothing is sent while nothing changes. When the script says the
-install's sum reached the deployment's nudge level, the gateway asks the fleet for a decision now
-(`fleet.autoscale_now`), from a thread, as the wake path asks `fleet.wake`.
+install's waiting sum reached the deployment's nudge level, the gateway asks the fleet for a decision
+now (`fleet.autoscale_now`), from a thread, as the wake path asks `fleet.wake`.
+
+A streamed request without its first token is queued at the engine or in its prefill: the gateways'
+count of them is the engines' queue as it is now, where the engines' own figure is a health probe
+old. A request answered whole has its first byte only at the end, so it counts in flight only.
 
 Requests waiting in the gateway's own pool queue (beyond `queue_inflight_per_instance` per engine) are
 not counted: by then the count per engine is far above any scaling threshold.
@@ -29,44 +35,56 @@ NUDGE_EXPIRES_SECONDS = 5.0  # an ask the worker could not take up by then is st
 
 
 class DemandSignal:
-    """Per deployment: requests this process has in flight at its engines, and what was last published."""
+    """Per deployment: this process's requests in flight at its engines, and what was last published."""
 
     def __init__(self, redis, send=None):
         self._redis = redis
         self._send = send or _send_nudge
-        self.held: dict[int, int] = {}
-        self._published: dict[int, tuple[int, float]] = {}  # deployment -> (count, monotonic time)
+        self.flight: dict[int, dict[int, object]] = {}  # deployment -> {id(record): record}
+        self._published: dict[int, tuple[int, int, float]] = {}  # deployment -> (held, waiting, monotonic time)
         self.prefix: str | None = None  # `sy:<install id>:demand`, once the install id is known
         self.field = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.nudges = 0
 
-    def enter(self, deployment_id: int) -> None:
-        self.held[deployment_id] = self.held.get(deployment_id, 0) + 1
+    def enter(self, deployment_id: int, record) -> None:
+        """`record` (a RequestRecord) went to one of the deployment's engines."""
+        found = self.flight.get(deployment_id)
+        if found is None:
+            found = self.flight[deployment_id] = {}
+        found[id(record)] = record
 
-    def leave(self, deployment_id: int) -> None:
-        self.held[deployment_id] = max(0, self.held.get(deployment_id, 0) - 1)
+    def leave(self, deployment_id: int, record) -> None:
+        found = self.flight.get(deployment_id)
+        if found is not None:
+            found.pop(id(record), None)
 
-    def due(self, now: float) -> list[tuple[int, int]]:
-        """(deployment, count) to publish: changed since the last publish, or non-zero and due for a refresh."""
+    def figures(self, deployment_id: int) -> tuple[int, int]:
+        """(in flight, streamed and still without a first token) for one deployment."""
+        records = self.flight.get(deployment_id) or {}
+        return len(records), sum(1 for r in records.values() if r.streamed and r.ttft_ms is None)  # type: ignore[attr-defined]
+
+    def due(self, now: float) -> list[tuple[int, int, int]]:
+        """(deployment, held, waiting) to publish: changed since the last publish, or non-zero and due again."""
         found = []
-        for deployment_id, count in self.held.items():
+        for deployment_id in self.flight:
+            held, waiting = self.figures(deployment_id)
             last = self._published.get(deployment_id)
-            if last is None or last[0] != count or (count and now - last[1] >= REFRESH_SECONDS):
-                found.append((deployment_id, count))
+            if last is None or last[:2] != (held, waiting) or (held and now - last[2] >= REFRESH_SECONDS):
+                found.append((deployment_id, held, waiting))
         return found
 
     async def publish(self) -> None:
-        """Publish what is due; ask for a decision where the install's count reached the nudge level."""
+        """Publish what is due; ask for a decision where the install's waiting count reached the nudge level."""
         if self._redis is None or self.prefix is None:
             return
         now = time.monotonic()
-        for deployment_id, count in self.due(now):
+        for deployment_id, held, waiting in self.due(now):
             keys = redis_keys.demand_names(self.prefix, deployment_id)
-            total, nudge = await self._redis.execute("EVAL", PUBLISH, 3, *keys, self.field, count, FRESH_MS,
-                                                     NUDGE_MS)
-            self._published[deployment_id] = (count, now)
-            if self.held.get(deployment_id) == 0:
-                del self.held[deployment_id]  # published as 0: nothing to refresh until it is used again
+            _, _, nudge = await self._redis.execute("EVAL", PUBLISH, 3, *keys, self.field, held, waiting, FRESH_MS,
+                                                    NUDGE_MS)
+            self._published[deployment_id] = (held, waiting, now)
+            if not self.flight.get(deployment_id, True):
+                del self.flight[deployment_id]  # published as 0: nothing to refresh until it is used again
             if nudge:
                 self.nudges += 1
                 asyncio.get_running_loop().run_in_executor(None, self._send, deployment_id)
