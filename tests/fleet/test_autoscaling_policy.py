@@ -201,3 +201,63 @@ def test_the_nudge_level_is_the_surge_level_and_silent_when_no_scale_up_can_foll
     assert nudge_level(policy, Situation(now=100.0, serving=4)) is None  # at max
     assert nudge_level(policy, Situation(now=100.0, serving=2, last_scale_up_at=70.0)) is None  # cooling
     assert nudge_level(policy, Situation(now=100.0, serving=0)) is None  # asleep: the wake path asks
+
+
+def test_scale_to_zero_and_the_wake():
+    policy = Rules(min_replicas=0, max_replicas=2, idle_window_seconds=60, zero_after_idle_seconds=300,
+                   cooldown_down_seconds=90)
+    decisions = simulate(policy, lambda t: (0.0, 0.0), seconds=600, start=1)
+    assert [(t, d.rule) for t, d in decisions] == [(295.0, "scale-to-zero")]  # 300 s idle, within one sample
+    asleep = decide(policy, [], Situation(now=1000, serving=0))
+    assert asleep.action == "hold" and "asleep" in asleep.reason
+    woken = decide(policy, [], Situation(now=1000, serving=0, wake_requested=True))
+    assert (woken.action, woken.to_serving, woken.rule) == ("up", 1, "wake")
+
+
+def test_a_ttft_far_over_the_slo_asks_for_a_proportional_step_and_the_largest_ask_wins():
+    policy = Rules(min_replicas=1, max_replicas=10, queue_per_instance=8.0, ttft_p95_slo_ms=500.0, max_step=4,
+                   up_window_seconds=10, cooldown_up_seconds=30)
+
+    def decided(**figures):
+        samples = [Sample(at=t, serving=2, requests=10, **figures) for t in (0.0, 5.0, 10.0)]
+        return decide(policy, samples, Situation(now=10.0, serving=2))
+
+    slow = decided(ttft_p95_ms=1500.0)  # 3× the SLO → 2 × 3 = 6 wanted, 4 at most per step
+    assert (slow.rule, slow.to_serving) == ("ttft", 6)
+    barely = decided(ttft_p95_ms=510.0)
+    assert (barely.rule, barely.to_serving) == ("ttft", 3)
+    both = decided(waiting=18.0, ttft_p95_ms=2000.0)  # queue: ceil(2 × 9 / 8) = 3; TTFT: 2 × 4 = 8
+    assert (both.rule, both.to_serving) == ("ttft", 6)
+    queue_wins = decided(waiting=60.0, ttft_p95_ms=510.0)  # queue: ceil(2 × 30 / 8) = 8; TTFT: 3
+    assert (queue_wins.rule, queue_wins.to_serving) == ("queue", 6)
+
+
+def test_slow_first_tokens_of_a_handful_of_requests_move_nothing():
+    policy = Rules(min_replicas=1, max_replicas=4, ttft_p95_slo_ms=500.0, up_window_seconds=10)
+    few = [Sample(at=t, serving=1, ttft_p95_ms=900.0, requests=3) for t in (0.0, 5.0, 10.0)]  # 9 requests
+    assert decide(policy, few, Situation(now=10.0, serving=1)).action == "hold"
+    many = [Sample(at=t, serving=1, ttft_p95_ms=900.0, requests=7) for t in (0.0, 5.0, 10.0)]  # 21 requests
+    assert decide(policy, many, Situation(now=10.0, serving=1)).rule == "ttft"
+
+
+def test_a_deployment_just_woken_is_not_put_back_to_sleep_while_its_engine_starts():
+    """The request that woke it waits at the gateway and shows in no sample: hours of quiet samples from
+    before the wake, and a cold start longer than the down cooldown, must not send it back to zero."""
+    policy = Rules(min_replicas=0, max_replicas=2, idle_window_seconds=60, zero_after_idle_seconds=300,
+                   cooldown_down_seconds=90)
+    quiet = [Sample(at=t, serving=0 if t < 1000 else 1) for t in range(0, 1200, 5)]
+    woken_at = 1000.0
+    for now in (1100.0, 1195.0):  # past the down cooldown, within the idle period since the wake
+        situation = Situation(now=now, serving=1, last_scale_up_at=woken_at)
+        assert decide(policy, [s for s in quiet if s.at <= now], situation).action == "hold"
+    later = [Sample(at=t, serving=1) for t in range(1200, 1305, 5)]
+    gone = decide(policy, quiet + later, Situation(now=1300.0, serving=1, last_scale_up_at=woken_at))
+    assert (gone.rule, gone.to_serving) == ("scale-to-zero", 0)
+
+
+def test_a_gap_in_the_samples_is_not_a_window():
+    policy = Rules(min_replicas=1, max_replicas=4, up_window_seconds=20)
+    samples = [Sample(at=t, serving=1, waiting=100) for t in (0, 5, 20)]  # nothing between 5 and 20
+    assert decide(policy, samples, Situation(now=20, serving=1)).action == "hold"
+    samples = [Sample(at=t, serving=1, waiting=100) for t in (0, 5, 10, 15, 20)]
+    assert decide(policy, samples, Situation(now=20, serving=1)).action == "up"
