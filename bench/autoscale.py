@@ -304,9 +304,9 @@ def _surge_settings() -> str:
     return (f"surge rule (product defaults): {level:g} waiting per instance ({SURGE_FACTOR:g} × the threshold) at "
             f"every look for {SURGE_WINDOW_SHARE * POLICY['up_window_seconds']:g} s "
             f"({SURGE_WINDOW_SHARE:.0%} of the up window, two looks at least); waiting = the engines' count or the "
-            f"gateways' in flight − the engines' running, the larger; the gateway publishes its in-flight counts "
-            f"every {TICK_SECONDS:g} s and asks for a decision at the surge level at most every {NUDGE_MS / 1000:g} s "
-            f"per deployment")
+            f"gateways' streamed requests without a first token, the larger; the gateway publishes its counts every "
+            f"{TICK_SECONDS:g} s and asks for a decision at the surge level at most every {NUDGE_MS / 1000:g} s per "
+            f"deployment")
 
 
 def _first_decisions(results: list[Result], spec, began: float) -> None:

@@ -27,6 +27,7 @@ import time
 
 from controlplane import redis_keys
 from controlplane.demand_signal import FRESH_MS, NUDGE_MS, PUBLISH
+from gateway.metering.recorder import RequestRecord
 
 log = logging.getLogger("gateway.demand")
 TICK_SECONDS = 0.2
@@ -40,20 +41,20 @@ class DemandSignal:
     def __init__(self, redis, send=None):
         self._redis = redis
         self._send = send or _send_nudge
-        self.flight: dict[int, dict[int, object]] = {}  # deployment -> {id(record): record}
+        self.flight: dict[int, dict[int, RequestRecord]] = {}  # deployment -> {id(record): record}
         self._published: dict[int, tuple[int, int, float]] = {}  # deployment -> (held, waiting, monotonic time)
         self.prefix: str | None = None  # `sy:<install id>:demand`, once the install id is known
         self.field = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.nudges = 0
 
-    def enter(self, deployment_id: int, record) -> None:
+    def enter(self, deployment_id: int, record: RequestRecord) -> None:
         """`record` (a RequestRecord) went to one of the deployment's engines."""
         found = self.flight.get(deployment_id)
         if found is None:
             found = self.flight[deployment_id] = {}
         found[id(record)] = record
 
-    def leave(self, deployment_id: int, record) -> None:
+    def leave(self, deployment_id: int, record: RequestRecord) -> None:
         found = self.flight.get(deployment_id)
         if found is not None:
             found.pop(id(record), None)
@@ -61,7 +62,7 @@ class DemandSignal:
     def figures(self, deployment_id: int) -> tuple[int, int]:
         """(in flight, streamed and still without a first token) for one deployment."""
         records = self.flight.get(deployment_id) or {}
-        return len(records), sum(1 for r in records.values() if r.streamed and r.ttft_ms is None)  # type: ignore[attr-defined]
+        return len(records), sum(1 for r in records.values() if r.streamed and r.ttft_ms is None)
 
     def due(self, now: float) -> list[tuple[int, int, int]]:
         """(deployment, held, waiting) to publish: changed since the last publish, or non-zero and due again."""
