@@ -143,7 +143,9 @@ def _start_gateway(procs: Processes, env: dict, key: str) -> str:
     url = f"http://127.0.0.1:{port}"
     models = {s["model"].encode() for s in scenarios()}
     try:
-        wait_http(f"{url}/v1/models", proc=proc, timeout=60, headers={"authorization": f"Bearer {key}"},
+        # The models are listed once an engine of each is ready: the fleet's first cold starts (20 s modeled, far
+        # more on a loaded machine) come first.
+        wait_http(f"{url}/v1/models", proc=proc, timeout=240, headers={"authorization": f"Bearer {key}"},
                   accept=lambda status, body: status == 200 and all(m in body for m in models))
     except RuntimeError as error:
         raise RuntimeError(f"{error}\n{stderr_tail(proc)}") from None
