@@ -66,6 +66,11 @@ def publish_signals(signals: dict[int, dict]) -> None:
         _failed()
 
 
+def gateway_redis():
+    """This thread's client of the gateways' Redis (the demand signal shares it: controlplane/demand_signal.py)."""
+    return _client()
+
+
 def _client():
     """One client per thread and process (a forked worker must not share its parent's socket)."""
     import redis

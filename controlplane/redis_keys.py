@@ -9,6 +9,7 @@ keeps them apart. What follows the prefix says which part owns the key:
   sy:<id>:rl:…      the gateway's limits (rates, leases, budgets; gateway/limits/)
   sy:<id>:dedup:…   the gateway's de-duplication cache (gateway/pipeline/dedup.py)
   sy:<id>:bus:…     the change bus: its sequence key and its two pub/sub channels
+  sy:<id>:demand:…  the gateways' demand signal per deployment (controlplane/demand_signal.py)
   sy:<id>:cache:…   Django's cache (`CACHES` KEY_FUNCTION below)
   sy:<id>:celery:…  Celery's Redis transport (kombu's `global_keyprefix`, controlplane/celery.py)
 
@@ -17,7 +18,7 @@ The Lua scripts of the limits never build a key: they get every full key through
 from __future__ import annotations
 
 ROOT = "sy"
-LIMITS, DEDUP, BUS, CACHE, CELERY = "rl", "dedup", "bus", "cache", "celery"
+LIMITS, DEDUP, BUS, CACHE, CELERY, DEMAND = "rl", "dedup", "bus", "cache", "celery", "demand"
 _current: str | None = None  # this process's install id, once read (it never changes for a database)
 
 
@@ -37,6 +38,12 @@ def bus_names(install_id: str) -> tuple[str, str, str]:
     """(sequence key, changes channel, signals channel) of an install's change bus."""
     base = part_prefix(install_id, BUS)
     return f"{base}:seq", f"{base}:changes", f"{base}:signals"
+
+
+def demand_names(demand_prefix: str, deployment_id: int) -> tuple[str, str, str]:
+    """(held hash, nudge level, nudge lock) of one deployment under `part_prefix(<install id>, DEMAND)`."""
+    base = f"{demand_prefix}:{int(deployment_id)}"
+    return f"{base}:held", f"{base}:nudge-at", f"{base}:nudge-lock"
 
 
 def current_install_id() -> str:

@@ -158,6 +158,10 @@ class DemandSample(models.Model):
     kv_cache_usage = models.FloatField(null=True, blank=True)
     ttft_p95_ms = models.FloatField(null=True, blank=True)
     requests = models.PositiveIntegerField(default=0)
+    # Requests the gateways held in flight at its engines at that moment, and of those the streamed ones without
+    # a first token yet (controlplane/demand_signal.py); null: no gateway signal (no Redis).
+    held = models.FloatField(null=True, blank=True)
+    gateway_waiting = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["deployment", "at"]

@@ -61,10 +61,16 @@ def autoscale() -> dict:
 def wake(deployment_id: int) -> dict:
     """The gateway got a request for a deployment asleep at zero: decide now rather than at the next pass."""
     from fleet.autoscaling import scaler
-    from fleet.models import Deployment
     from fleet.services import request_wake
 
     if not request_wake(deployment_id):
         return {"deployment": deployment_id, "asleep": False}
-    deployment = Deployment.objects.select_related("scaling").filter(pk=deployment_id).first()
-    return {"deployment": deployment_id, "changed": scaler.scale_one(deployment) if deployment else 0}
+    return {"deployment": deployment_id, "changed": scaler.scale_one(deployment_id)}
+
+
+@shared_task(name="fleet.autoscale_now", time_limit=30, soft_time_limit=25)
+def autoscale_now(deployment_id: int) -> dict:
+    """A gateway holds requests for this deployment at its surge level: sample and decide now, not at the next pass."""
+    from fleet.autoscaling import scaler
+
+    return {"deployment": deployment_id, "changed": scaler.scale_one(deployment_id)}

@@ -28,6 +28,7 @@ from gateway.config.settings import GatewayConfig
 from gateway.config.snapshot import Snapshot
 from gateway.config.snapshot_loader import load_key
 from gateway.limits.limiter import Limiter
+from gateway.metering.demand import DemandSignal
 from gateway.metering.metrics import GatewayMetrics
 from gateway.metering.recorder import UsageRecorder, write_batch
 from gateway.metering.spool import DEAD_LETTER_NAME, DeadLetter, UsageSpool
@@ -71,6 +72,7 @@ class GatewayState:
     queues: PoolQueues
     dedup: DedupCache
     waker: Waker = field(default_factory=Waker)
+    demand: DemandSignal = field(default_factory=lambda: DemandSignal(None))  # in flight per deployment
     snapshot: Snapshot = field(default_factory=Snapshot)
     refresh_now: Callable[[], Awaitable[bool]] | None = None  # the refresher's on-demand refresh
     started_at: float = field(default_factory=time.time)
@@ -204,7 +206,8 @@ class GatewayApp:
         self._inference = InferenceHandler(state)
         self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),
                        asyncio.create_task(state.recorder.run(), name="gateway-usage-writer"),
-                       asyncio.create_task(state.limiter.maintain(state.db), name="gateway-limits-upkeep")]
+                       asyncio.create_task(state.limiter.maintain(state.db), name="gateway-limits-upkeep"),
+                       asyncio.create_task(state.demand.run(), name="gateway-demand-signal")]
         if self.config.change_bus and self.config.redis_url:
             self._tasks.append(asyncio.create_task(self._change_bus(), name="gateway-change-bus"))
         if self.metrics.multiprocess_dir:
@@ -236,6 +239,7 @@ class GatewayApp:
         if scope and state.dedup.prefix is None:
             state.limiter.scope(redis_keys.part_prefix(scope, redis_keys.LIMITS))
             state.dedup.prefix = redis_keys.part_prefix(scope, redis_keys.DEDUP)
+            state.demand.prefix = redis_keys.part_prefix(scope, redis_keys.DEMAND)
 
     def _build_state(self) -> GatewayState:
         config = self.config
@@ -256,7 +260,7 @@ class GatewayApp:
             recorder=self._recorder(db),
             upstream=upstream, timeouts=timeouts, redis=redis, db=db,
             queues=PoolQueues(config, self.metrics, balancer),
-            dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=None))
+            dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=None), demand=DemandSignal(redis))
 
     def _recorder(self, db: DatabaseThreads) -> UsageRecorder:
         config = self.config

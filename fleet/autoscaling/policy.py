@@ -6,6 +6,12 @@ No database, no clock of its own, no randomness: the autoscale task gathers samp
   threshold, or KV-cache usage stays above its threshold, or the gateway's p95 TTFT stays above
   the SLO; by a step proportional to the excess (the largest any rule asks for), at most `max_step`,
   after the up cooldown;
+- a surge (Knative's "panic mode"): waiting per instance at SURGE_FACTOR × the threshold, at every
+  look over a tenth of the up window (and at two looks at least), scales up at once, by the same
+  proportional step — a step in demand is not made to wait the whole window;
+- waiting requests are the engines' own count, or — when larger — the gateways' count of streamed
+  requests sent to the deployment's engines and still without a first token (`Sample.gateway_waiting`:
+  the gateways know at once, the engines' metrics arrive with the next health probe);
 - scale down by one after an idle window (load per instance under the low-water mark the whole
   time), never below min, never while a rollout or drain is in progress, after the down cooldown
   and not within the down cooldown of a scale-up (hysteresis: the low-water mark sits well under
@@ -20,6 +26,10 @@ from dataclasses import asdict, dataclass
 # The TTFT rule acts only on a window of at least this many requests: the p95 of a handful is the slowest one,
 # and one developer's burst of uncached prompts on a quiet deployment is not a reason to add an engine.
 TTFT_MIN_REQUESTS = 20
+# The surge rule, after Knative's autoscaler: its panic threshold is 200 % of the target and its panic window
+# 10 % of the stable window (docs/autoscaling.md).
+SURGE_FACTOR = 2.0
+SURGE_WINDOW_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,8 @@ class Sample:
     kv_cache_usage: float | None = None  # mean over serving instances, 0..1
     ttft_p95_ms: float | None = None
     requests: int = 0  # requests the gateway received for it since the previous sample
+    held: float | None = None  # requests the gateways hold in flight at its engines now (None: not known)
+    gateway_waiting: float | None = None  # of those, streamed ones without a first token yet (None: not known)
 
 
 @dataclass(frozen=True)
@@ -102,14 +114,49 @@ def _scale_up(rules: Rules, samples: list[Sample], situation: Situation, signals
     current = situation.serving
     if current >= rules.max_replicas or _cooling(situation.last_scale_up_at, rules.cooldown_up_seconds, situation):
         return None
+    asks = [(0, "", "")]
     window = _window(samples, situation, rules.up_window_seconds, rules.sample_interval_seconds)
-    if not window:
-        return None
-    wanted, rule, reason = _wanted_for_load(rules, window, current)
+    if window:
+        asks.append(_wanted_for_load(rules, window, current))
+    surge = surge_span(rules, samples, situation)
+    if surge:
+        asks.append(_surge_ask(rules, surge, current))
+    wanted, rule, reason = max(asks, key=lambda ask: ask[0])  # on a tie the window's rules name the decision
     if wanted <= current:
         return None
     target = min(rules.max_replicas, current + min(rules.max_step, wanted - current))
     return _move(current, target, rule, signals, reason)
+
+
+def waiting(sample: Sample) -> float:
+    """Requests waiting for an engine: the engines' count, or the gateways' when larger (theirs is current,
+    the engines' a health probe old)."""
+    return max(sample.waiting, sample.gateway_waiting or 0.0)
+
+
+def surge_span(rules: Rules, samples: list[Sample], situation: Situation) -> list[Sample]:
+    """The latest looks, back to the first of an unbroken run with waiting per instance at the surge level;
+    [] unless that run holds at least two looks spanning a tenth of the up window, the newest of them fresh."""
+    level = SURGE_FACTOR * rules.queue_per_instance
+    recent = _recent(samples, situation, rules.up_window_seconds)
+    if not recent or situation.now - recent[-1].at > rules.sample_interval_seconds:
+        return []
+    span: list[Sample] = []
+    for sample in reversed(recent):
+        if waiting(sample) / max(sample.serving, 1) < level or \
+                (span and span[-1].at - sample.at > 2 * rules.sample_interval_seconds):
+            break
+        span.append(sample)
+    if len(span) < 2 or span[0].at - span[-1].at < SURGE_WINDOW_SHARE * rules.up_window_seconds:
+        return []
+    return span[::-1]
+
+
+def _surge_ask(rules: Rules, span: list[Sample], current: int) -> tuple[int, str, str]:
+    queue = min(waiting(s) / max(s.serving, 1) for s in span)
+    return (math.ceil(current * queue / rules.queue_per_instance), "surge",
+            f"{queue:.1f} waiting per instance ≥ {SURGE_FACTOR:g} × {rules.queue_per_instance:g} "
+            f"for {span[-1].at - span[0].at:.1f} s")
 
 
 def _wanted_for_load(rules: Rules, window: list[Sample], current: int) -> tuple[int, str, str]:
@@ -119,7 +166,7 @@ def _wanted_for_load(rules: Rules, window: list[Sample], current: int) -> tuple[
     HPA does), so a step in demand is met in one move rather than one instance per cooldown; KV usage,
     bounded by 100 %, asks for one more. On a tie the earlier rule names the decision."""
     asks = [(0, "", "")]
-    queue = min(s.waiting / max(s.serving, 1) for s in window)
+    queue = min(waiting(s) / max(s.serving, 1) for s in window)
     if queue > rules.queue_per_instance:
         asks.append((math.ceil(current * queue / rules.queue_per_instance), "queue",
                      f"{queue:.1f} waiting per instance > {rules.queue_per_instance:g} "
@@ -151,7 +198,7 @@ def _scale_down(rules: Rules, samples: list[Sample], situation: Situation, signa
     window = _window(samples, situation, seconds, rules.sample_interval_seconds)
     if not window or any(_load(s) >= rules.low_water_per_instance for s in window):
         return None
-    if to_zero and any(s.requests or s.waiting or s.running for s in window):
+    if to_zero and any(s.requests or s.waiting or s.running or s.held for s in window):
         return None
     rule = "scale-to-zero" if to_zero else "idle"
     return _move(current, current - 1, rule, signals,
@@ -159,7 +206,8 @@ def _scale_down(rules: Rules, samples: list[Sample], situation: Situation, signa
 
 
 def _load(sample: Sample) -> float:
-    return (sample.running + sample.waiting) / max(sample.serving, 1)
+    """Running + waiting per serving instance (the gateways' in-flight count when it is larger)."""
+    return max(sample.running + sample.waiting, sample.held or 0.0) / max(sample.serving, 1)
 
 
 def _window(samples: list[Sample], situation: Situation, seconds: float, interval: float) -> list[Sample]:
@@ -169,6 +217,15 @@ def _window(samples: list[Sample], situation: Situation, seconds: float, interva
         return []
     steps = [b.at - a.at for a, b in zip(recent, recent[1:])] + [situation.now - recent[-1].at]
     return recent if max(steps) <= 2 * interval else []
+
+
+def nudge_level(rules: Rules, situation: Situation) -> float | None:
+    """How many requests waiting at the deployment's engines should make a gateway ask for a decision now
+    (the surge level); None while no scale-up can follow anyway."""
+    if situation.serving >= rules.max_replicas or situation.serving == 0 or \
+            _cooling(situation.last_scale_up_at, rules.cooldown_up_seconds, situation):
+        return None
+    return SURGE_FACTOR * rules.queue_per_instance * situation.serving
 
 
 def _recent(samples: list[Sample], situation: Situation, seconds: float) -> list[Sample]:

@@ -1,13 +1,18 @@
 """One autoscale pass: sample every deployment, decide for those with a policy on, apply the changes.
 
-Runs under the `fleet.autoscale` lease (one pass at a time, across workers). A decision that
-changes the serving size goes through `fleet.services.apply_scaling_decision` (stored, audited,
-reconciled on commit); holds are not stored — the samples show them.
+Runs under the `fleet.autoscale` lease (one pass at a time, across workers); each deployment is
+sampled and decided under a lease of its own, which a gateway's ask for a decision now
+(`fleet.autoscale_now`, controlplane/demand_signal.py) takes too, so two decisions about one
+deployment never overlap and each reads the other's outcome. A decision that changes the serving
+size goes through `fleet.services.apply_scaling_decision` (stored, audited, reconciled on commit);
+holds are not stored — the samples show them. After deciding, the pass leaves the gateways the
+in-flight count at which they should ask again before the next pass (`policy.nudge_level`).
 """
 from datetime import timedelta
 
 from django.utils import timezone
 
+from controlplane import demand_signal
 from fleet import leases, reconcile
 from fleet.autoscaling import policy, signals
 from fleet.models import Deployment, DeploymentStatus, ScalingPolicy
@@ -48,29 +53,42 @@ def run_pass() -> dict:
         if not ours:
             return {"skipped": 1}
         counts = {"sampled": 0, "changed": 0}
-        for deployment in Deployment.objects.filter(status=DeploymentStatus.ACTIVE).select_related("scaling"):
+        for deployment_id in Deployment.objects.filter(status=DeploymentStatus.ACTIVE).values_list("pk", flat=True):
             counts["sampled"] += 1
-            counts["changed"] += scale_one(deployment)
+            counts["changed"] += scale_one(deployment_id)
         signals.prune()
         return counts
 
 
-def scale_one(deployment: Deployment) -> int:
-    """Sample one deployment and, if its policy is on, decide and apply; 1 when its size changed."""
+def scale_one(deployment_id: int) -> int:
+    """Sample one deployment and, if its policy is on, decide and apply; 1 when its size changed.
+
+    Skipped (0) while another decision about it runs: that one samples and decides at this moment too."""
+    with leases.held(f"fleet.autoscale.{deployment_id}", ttl=PASS_SECONDS) as ours:
+        deployment = Deployment.objects.select_related("scaling").filter(pk=deployment_id).first()
+        if not ours or deployment is None:
+            return 0
+        return _sample_and_decide(deployment)
+
+
+def _sample_and_decide(deployment: Deployment) -> int:
     from fleet.services import apply_scaling_decision
 
     previous = deployment.demand_samples.order_by("-at").values_list("at", flat=True).first()
-    now = timezone.now()
-    signals.measure(deployment, previous or now - timedelta(seconds=5)).save()
+    sample = signals.measure(deployment, previous or timezone.now() - timedelta(seconds=5))
+    sample.save()
+    now = sample.at  # the decision reads the look it just took
     scaling = getattr(deployment, "scaling", None)
     if scaling is None or not scaling.enabled:
         return 0
     rules = rules_of(scaling)
     window = max(rules.up_window_seconds, rules.idle_window_seconds, rules.zero_after_idle_seconds) + 30
-    decision = policy.decide(rules, signals.recent(deployment, window), situation_of(scaling, now))
-    if not decision.changes:
-        return 0
-    apply_scaling_decision(deployment, decision)
+    situation = situation_of(scaling, now)
+    decision = policy.decide(rules, signals.recent(deployment, window), situation)
+    if decision.changes:
+        apply_scaling_decision(deployment, decision)
+        situation = situation_of(ScalingPolicy.objects.select_related("deployment").get(pk=scaling.pk), now)
+    demand_signal.set_nudge_level(deployment.pk, policy.nudge_level(rules, situation))
     if decision.action == "up":
         reconcile.move_roles(deployment.pk)  # promote warm instances in this pass; the reconcile task launches
-    return 1
+    return int(decision.changes)

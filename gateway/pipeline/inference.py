@@ -305,6 +305,7 @@ class InferenceHandler:
         """One engine call; returns the failure to act on (None once the answer went out)."""
         state = self.state
         state.balancer.acquire(upstream)
+        state.demand.enter(upstream.deployment_id, record)
         try:
             body, sent = self._encode(call, upstream), time.monotonic()
             response = await open_upstream(state.upstream, upstream, call.kind, body, record.request_id,
@@ -327,6 +328,7 @@ class InferenceHandler:
             return failure
         finally:
             state.balancer.release(upstream)
+            state.demand.leave(upstream.deployment_id, record)
 
     def _encode(self, call: Call, upstream) -> bytes:
         pools = call.pools

@@ -59,9 +59,17 @@ def test_a_scale_up_promotes_a_ready_warm_instance_in_the_same_pass(scaled):
     assert Instance.objects.filter(deployment=scaled, state=S.PENDING).count() == 2
 
 
-def test_a_short_burst_moves_nothing(scaled):
-    backfill(scaled, 10, waiting=30)
+def test_a_short_burst_under_the_surge_level_moves_nothing(scaled):
+    Instance.objects.filter(deployment=scaled).update(metrics={"num_requests_waiting": 12})
+    backfill(scaled, 10, waiting=12)  # 1.5 × the threshold of 8: the 20-s window must hold
     assert scaler.run_pass()["changed"] == 0
+
+
+def test_a_short_burst_at_the_surge_level_scales_up_at_once(scaled):
+    backfill(scaled, 10, waiting=30)  # and the engine's probe says 30 waiting now: 3.75 × the threshold
+    assert scaler.run_pass()["changed"] == 1
+    decision = ScalingDecision.objects.get(deployment=scaled)
+    assert (decision.rule, decision.from_serving, decision.to_serving) == ("surge", 1, 3)
 
 
 def test_a_deployment_without_a_policy_is_sampled_for_the_chart_but_never_scaled(db):

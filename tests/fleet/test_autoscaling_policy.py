@@ -3,7 +3,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from fleet.autoscaling.policy import Rules, Sample, Situation, decide
+from fleet.autoscaling.policy import SURGE_FACTOR, Rules, Sample, Situation, decide, nudge_level
 
 INTERVAL = 5.0
 
@@ -20,9 +20,11 @@ def rules(draw):
 
 def trace(draw, serving: int, now: float, count: int) -> list[Sample]:
     loads = draw(st.lists(st.tuples(st.floats(0, 200), st.floats(0, 50), st.floats(0, 1), st.floats(0, 2000),
-                                    st.integers(0, 50)), min_size=count, max_size=count))
+                                    st.integers(0, 50), st.none() | st.tuples(st.floats(0, 300), st.floats(0, 300))),
+                          min_size=count, max_size=count))
     return [Sample(at=now - INTERVAL * (count - 1 - i), serving=serving, waiting=w, running=r, kv_cache_usage=kv,
-                   ttft_p95_ms=t, requests=q) for i, (w, r, kv, t, q) in enumerate(loads)]
+                   ttft_p95_ms=t, requests=q, held=g and g[0], gateway_waiting=g and g[1])
+            for i, (w, r, kv, t, q, g) in enumerate(loads)]
 
 
 @st.composite
@@ -74,7 +76,7 @@ def test_scale_to_zero_only_after_the_whole_idle_period_without_a_request(case):
         assert policy.min_replicas == 0 and decision.to_serving == 0
         recent = [s for s in samples if s.at >= situation.now - 120]
         assert recent and recent[0].at <= situation.now - 120 + INTERVAL
-        assert all(s.requests == 0 and s.waiting == 0 and s.running == 0 for s in recent)
+        assert all(s.requests == 0 and s.waiting == 0 and s.running == 0 and not s.held for s in recent)
 
 
 def simulate(policy: Rules, load, seconds: float = 3600, start: int | None = None) -> list:
@@ -99,23 +101,43 @@ def simulate(policy: Rules, load, seconds: float = 3600, start: int | None = Non
     return decisions
 
 
-@given(st.integers(1, 4), st.floats(1.0, 20.0), st.sampled_from([1, 2, 3]))
+OSCILLATING = Rules(min_replicas=1, max_replicas=8, queue_per_instance=8.0, low_water_per_instance=1.0,
+                    up_window_seconds=20, idle_window_seconds=60, cooldown_up_seconds=30, cooldown_down_seconds=90,
+                    sample_interval_seconds=INTERVAL)
+
+
+def swinging(level: float, amplitude: float, period: int):
+    """(waiting, running) alternating between level + amplitude and level - amplitude every `period` samples."""
+    return lambda t: (level + (amplitude if int(t / INTERVAL / period) % 2 else -amplitude), 0.0)
+
+
+@given(st.integers(1, 4), st.floats(0.01, 0.99), st.sampled_from([1, 2, 3]))
 @hsettings(max_examples=60, deadline=None)
-def test_a_signal_oscillating_around_a_threshold_moves_nothing(replicas, amplitude, period):
-    policy = Rules(min_replicas=1, max_replicas=8, queue_per_instance=8.0, low_water_per_instance=1.0,
-                   up_window_seconds=20, idle_window_seconds=60, cooldown_up_seconds=30, cooldown_down_seconds=90,
-                   sample_interval_seconds=INTERVAL)
-    def around_up(t):
-        return (8.0 * replicas + (amplitude if int(t / INTERVAL / period) % 2 else -amplitude)), 0.0
+def test_a_signal_oscillating_around_a_threshold_moves_nothing(replicas, share, period):
+    """Around the up threshold (peaks under the surge level) and around the low-water mark: no decision at all."""
+    amplitude = share * 8.0 * replicas  # the peaks stay under SURGE_FACTOR × the threshold
 
     def around_low(t):
         return 0.0, replicas * (1.0 + (0.5 if int(t / INTERVAL / period) % 2 else -0.5))
 
-    assert simulate(policy, around_up, start=replicas) == []
-    assert simulate(policy, around_low, start=replicas) == []
+    assert simulate(OSCILLATING, swinging(8.0 * replicas, amplitude, period), start=replicas) == []
+    assert simulate(OSCILLATING, around_low, start=replicas) == []
 
 
-def test_a_burst_scales_up_in_steps_and_idle_brings_it_back_down_one_at_a_time():
+@given(st.integers(1, 4), st.floats(0.01, 3.0), st.sampled_from([1, 2, 3]))
+@hsettings(max_examples=60, deadline=None)
+def test_a_signal_swinging_across_the_surge_level_never_flaps(replicas, share, period):
+    """Around the surge level, with any amplitude: it may grow, never shrink back while the signal swings,
+    and never faster than the cooldown allows."""
+    level = SURGE_FACTOR * 8.0 * replicas
+    decisions = simulate(OSCILLATING, swinging(level, share * 8.0 * replicas, period), start=replicas)
+    assert all(d.action == "up" for _, d in decisions)
+    times = [t for t, _ in decisions]
+    assert all(b - a >= OSCILLATING.cooldown_up_seconds for a, b in zip(times, times[1:]))
+
+
+def test_a_burst_scales_up_at_the_second_look_and_idle_brings_it_back_down_one_at_a_time():
+    """A queue at 12× the threshold is a surge: it scales up at the second look (5 s), not after the 20-s window."""
     policy = Rules(min_replicas=1, max_replicas=6, queue_per_instance=8.0, up_window_seconds=20,
                    idle_window_seconds=60, cooldown_up_seconds=30, cooldown_down_seconds=90, max_step=2)
     def burst(t):
@@ -124,10 +146,61 @@ def test_a_burst_scales_up_in_steps_and_idle_brings_it_back_down_one_at_a_time()
     decisions = simulate(policy, burst, seconds=1500)
     ups = [d for _, d in decisions if d.action == "up"]
     downs = [d for _, d in decisions if d.action == "down"]
-    assert [d.to_serving for d in ups] == [3, 5, 6] and all(d.rule == "queue" for d in ups)
+    assert [d.to_serving for d in ups] == [3, 5, 6] and all(d.rule in ("queue", "surge") for d in ups)
+    assert (decisions[0][0], ups[0].rule) == (105.0, "surge")
     assert [d.to_serving for d in downs] == [5, 4, 3, 2, 1] and all(d.rule == "idle" for d in downs)
-    first_up = decisions[0][0]
-    assert 120 <= first_up <= 125  # the queue had to stay high for the whole 20 s window
+
+
+def test_a_queue_over_the_threshold_but_under_the_surge_level_waits_for_the_whole_window():
+    policy = Rules(min_replicas=1, max_replicas=6, queue_per_instance=8.0, up_window_seconds=20,
+                   idle_window_seconds=60, cooldown_up_seconds=30, cooldown_down_seconds=90, max_step=2)
+    decisions = simulate(policy, lambda t: (12.0, 4.0) if 100 <= t < 400 else (0.0, 0.1), seconds=400)
+    first_at, first = decisions[0]
+    assert 120 <= first_at <= 125 and (first.rule, first.to_serving) == ("queue", 2)  # ceil(1 × 12 / 8)
+
+
+def test_a_lone_look_at_any_height_is_no_surge():
+    policy = Rules(min_replicas=1, max_replicas=6, up_window_seconds=20)
+    quiet = [Sample(at=t, serving=1) for t in (0.0, 5.0, 10.0)]
+    spike = Sample(at=15.0, serving=1, held=2000.0, gateway_waiting=1000.0)
+    assert decide(policy, [*quiet, spike], Situation(now=15.0, serving=1)).action == "hold"
+    again = Sample(at=16.0, serving=1, waiting=1000.0)  # a second look, a second later: a surge of 1 s < 2 s
+    assert decide(policy, [*quiet, spike, again], Situation(now=16.0, serving=1)).action == "hold"
+    third = Sample(at=17.0, serving=1, waiting=1000.0)
+    assert decide(policy, [*quiet, spike, again, third], Situation(now=17.0, serving=1)).rule == "surge"
+
+
+def test_the_gateways_count_stands_for_a_queue_the_engines_have_not_reported_yet():
+    """Engines probed before the step say 0 waiting; the gateways hold 40, 36 of them without a first token."""
+    policy = Rules(min_replicas=1, max_replicas=8, queue_per_instance=8.0, up_window_seconds=20, max_step=4)
+    samples = [Sample(at=t, serving=1, waiting=0.0, running=4.0, held=40.0, gateway_waiting=36.0)
+               for t in (0.0, 1.0, 2.0)]
+    decision = decide(policy, samples, Situation(now=2.0, serving=1))
+    assert (decision.rule, decision.to_serving) == ("surge", 5)  # ceil(1 × 36 / 8) = 5: 4 more, the max step
+    assert decision.signals["gateway_waiting"] == 36.0
+    engines_only = [Sample(at=t, serving=1, waiting=0.0, running=4.0) for t in (0.0, 1.0, 2.0)]
+    assert decide(policy, engines_only, Situation(now=2.0, serving=1)).action == "hold"
+    streaming = [Sample(at=t, serving=1, running=4.0, held=40.0, gateway_waiting=0.0) for t in (0.0, 1.0, 2.0)]
+    assert decide(policy, streaming, Situation(now=2.0, serving=1)).action == "hold"  # all 40 have their tokens
+
+
+def test_requests_the_gateways_hold_keep_a_deployment_from_shrinking():
+    policy = Rules(min_replicas=0, max_replicas=4, idle_window_seconds=60, zero_after_idle_seconds=60,
+                   cooldown_down_seconds=30)
+    busy = [Sample(at=t, serving=2, held=6.0) for t in range(0, 125, 5)]  # engines report nothing (a stale probe)
+    assert decide(policy, busy, Situation(now=120.0, serving=2)).action == "hold"
+    idle = [Sample(at=t, serving=2, held=0.0) for t in range(0, 125, 5)]
+    assert decide(policy, idle, Situation(now=120.0, serving=2)).rule == "idle"
+    one = [Sample(at=t, serving=1, held=1.0 if t == 60 else 0.0) for t in range(0, 125, 5)]
+    assert decide(policy, one, Situation(now=120.0, serving=1)).action == "hold"  # one request held: not zero
+
+
+def test_the_nudge_level_is_the_surge_level_and_silent_when_no_scale_up_can_follow():
+    policy = Rules(min_replicas=1, max_replicas=4, queue_per_instance=8.0, cooldown_up_seconds=60)
+    assert nudge_level(policy, Situation(now=100.0, serving=2)) == SURGE_FACTOR * 8.0 * 2
+    assert nudge_level(policy, Situation(now=100.0, serving=4)) is None  # at max
+    assert nudge_level(policy, Situation(now=100.0, serving=2, last_scale_up_at=70.0)) is None  # cooling
+    assert nudge_level(policy, Situation(now=100.0, serving=0)) is None  # asleep: the wake path asks
 
 
 def test_scale_to_zero_and_the_wake():
