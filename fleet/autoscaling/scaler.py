@@ -7,7 +7,7 @@ deployment never overlap and each reads the other's outcome. A decision that cha
 size goes through `fleet.services.apply_scaling_decision` (stored, audited, reconciled on commit);
 holds are not stored — the samples show them. After deciding, the pass leaves the gateways the
 waiting count at which they should ask again before the next pass (`policy.nudge_level`). A wake
-that finds the deployment's lease taken is decided by its holder, or else by the next pass.
+that finds the deployment's lease taken is decided by its holder if that read it, else by the next pass.
 """
 from datetime import timedelta
 
