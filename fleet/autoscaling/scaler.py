@@ -6,7 +6,8 @@ sampled and decided under a lease of its own, which a gateway's ask for a decisi
 deployment never overlap and each reads the other's outcome. A decision that changes the serving
 size goes through `fleet.services.apply_scaling_decision` (stored, audited, reconciled on commit);
 holds are not stored — the samples show them. After deciding, the pass leaves the gateways the
-in-flight count at which they should ask again before the next pass (`policy.nudge_level`).
+waiting count at which they should ask again before the next pass (`policy.nudge_level`). A wake
+that finds the deployment's lease taken is decided by its holder if that read it, else by the next pass.
 """
 from datetime import timedelta
 
