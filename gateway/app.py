@@ -204,7 +204,8 @@ class GatewayApp:
         self._inference = InferenceHandler(state)
         self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),
                        asyncio.create_task(state.recorder.run(), name="gateway-usage-writer"),
-                       asyncio.create_task(state.limiter.maintain(state.db), name="gateway-limits-upkeep")]
+                       asyncio.create_task(state.limiter.maintain(state.db), name="gateway-limits-upkeep"),
+                       asyncio.create_task(state.queues.run(), name="gateway-fair-queue-tick")]
         if self.config.change_bus and self.config.redis_url:
             self._tasks.append(asyncio.create_task(self._change_bus(), name="gateway-change-bus"))
         if self.metrics.multiprocess_dir:
@@ -236,6 +237,7 @@ class GatewayApp:
         if scope and state.dedup.prefix is None:
             state.limiter.scope(redis_keys.part_prefix(scope, redis_keys.LIMITS))
             state.dedup.prefix = redis_keys.part_prefix(scope, redis_keys.DEDUP)
+            state.queues.scope(scope)
 
     def _build_state(self) -> GatewayState:
         config = self.config
@@ -255,7 +257,7 @@ class GatewayApp:
             limiter=Limiter(redis, self.metrics),
             recorder=self._recorder(db),
             upstream=upstream, timeouts=timeouts, redis=redis, db=db,
-            queues=PoolQueues(config, self.metrics, balancer),
+            queues=PoolQueues(config, self.metrics, balancer, redis=redis),
             dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=None))
 
     def _recorder(self, db: DatabaseThreads) -> UsageRecorder:
@@ -273,6 +275,7 @@ class GatewayApp:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.state is None:
             return
+        self.state.queues.close()
         await self.state.recorder.flush()
         self.state.recorder.close()
         await self.state.upstream.close()
