@@ -48,6 +48,7 @@ class PoolQueues:
         self._settings = settings
         self._prefix: str | None = None  # `sy:<install>:fq`, once the install id is known
         self.gateways = Gateways()
+        self._shared: dict[tuple, SharedSlots] = {}  # per shape, the queue's link to the shared state
 
     def scope(self, install_id: str) -> None:
         """From now on the slots are shared with the install's other gateway processes (needs a Redis)."""
@@ -83,8 +84,8 @@ class PoolQueues:
         if self._prefix is None or self._scripts is None or queue.shared is not None:
             return
         base = f"{self._prefix}:{{{','.join(map(str, shape))}}}"  # one hash slot per pool
-        queue.shared = SharedSlots(queue, self._scripts, base, self.gateways.process, self.gateways,
-                                   self._settings, self._metrics)
+        queue.shared = self._shared[shape] = SharedSlots(queue, self._scripts, base, self.gateways.process,
+                                                         self.gateways, self._settings, self._metrics)
 
     def saturated(self, pools: tuple[Pool, ...]) -> bool:
         """Would a request for these pools have to wait (or is nothing routable)?"""
@@ -99,7 +100,7 @@ class PoolQueues:
         while True:
             # Every pool's mode is read, not only busy ones': an idle process that starts taking
             # requests should know at once whether it may take its share unasked.
-            shared = [q.shared for q in self._queues.values() if q.shared is not None]
+            shared = list(self._shared.values())
             busy = any(s.engaged or s.queue.active or s.queue.waiting for s in shared)
             if self._prefix is not None:
                 try:
@@ -114,9 +115,8 @@ class PoolQueues:
 
     def close(self) -> None:
         """Stop the queues' reports to the shared state (shutdown)."""
-        for queue in self._queues.values():
-            if queue.shared is not None:
-                queue.shared.close()
+        for shared in self._shared.values():
+            shared.close()
 
     def _usable(self, pools: tuple[Pool, ...]) -> int:
         ejected = self._balancer.ejected
@@ -129,7 +129,8 @@ class PoolQueues:
         if len(self._queues) < MAX_IDLE_QUEUES:
             return
         for shape in [s for s, q in self._queues.items() if not q.active and not q.waiting]:
-            queue = self._queues.pop(shape)
-            if queue.shared is not None:
-                queue.shared.close()
+            del self._queues[shape]
+            shared = self._shared.pop(shape, None)
+            if shared is not None:
+                shared.close()
         self._by_pools.clear()  # it may hold a dropped queue: one shape must never have two
