@@ -4,8 +4,8 @@ Saturation is counted in slots: a pool of N usable engines holds at most
 `queue_inflight_per_instance × N` requests in flight; more wait in the pool's `FairQueue`. With a
 Redis (the usual case: the gateway needs one for its limits) the slots are the pool's across every
 gateway process, and a freed slot goes to the least-served waiting tenant whichever process its
-request landed on (`gateway.routing.shared_slots`); each process takes its own share of the slots
-without a round trip. Without one (`queue_shared` off), each process counts its own requests only.
+request landed on (`gateway.routing.shared_slots`, opt-in: `queue_shared`); each process takes its
+own share of the slots without a round trip. Otherwise each process counts its own requests only.
 (The engines' scraped `num_requests_waiting` is not used: the snapshot does not reload when
 metrics change, so it would be stale, and a stale "full" could hold waiters that nothing in this
 gateway ever releases.)
@@ -44,7 +44,7 @@ class PoolQueues:
         # Per pools tuple, by identity (a snapshot hands out the same tuple on every request):
         # (the tuple, its queue, its engine count). Holding the tuple keeps its id from being reused.
         self._by_pools: dict[int, tuple] = {}
-        self._scripts = Scripts(redis) if redis is not None and getattr(config, "queue_shared", True) else None
+        self._scripts = Scripts(redis) if redis is not None and config.queue_shared else None
         self._settings = settings
         self._prefix: str | None = None  # `sy:<install>:fq`, once the install id is known
         self.gateways = Gateways()
