@@ -27,10 +27,13 @@ def main(argv=None) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
-    print(json.dumps(create_rows(args.model, args.url, args.policy, args.key_rpm)))
+    rows = create_rows(args.model, args.url, args.policy, args.key_rpm, tenants=args.tenants)
+    print(json.dumps(rows))
 
 
-def create_rows(model_name: str, urls: list[str], policy: str | None, key_rpm: int | None = None) -> dict:
+def create_rows(model_name: str, urls: list[str], policy: str | None, key_rpm: int | None = None,
+                tenants: int = 1) -> dict:
+    """With `tenants` > 1: that many tenants with a key each, on one shared deployment (`keys`)."""
     from django.db import transaction
     from django.utils import timezone
 
@@ -47,11 +50,17 @@ def create_rows(model_name: str, urls: list[str], policy: str | None, key_rpm: i
 
     actor = Actor.system("bench")
     generous = {name: LIMIT_BOUNDS[name] for name in LIMITS}
-    tenant = create_tenant(slug="bench", name="Bench", actor=actor)
-    update_quota_policy(QuotaPolicy.objects.get(tenant=tenant, api_key=None, user=None), actor=actor, **generous)
-    minted = create_api_key(tenant=tenant, name="bench", scopes=[Scope.INFERENCE], actor=actor)
-    key_limits = {**generous, "requests_per_minute": key_rpm} if key_rpm else generous
-    create_quota_policy(tenant=tenant, api_key=minted.api_key, actor=actor, **key_limits)
+    keys = []
+    for number in range(tenants):
+        tenant = create_tenant(slug=f"bench{number or ''}", name=f"Bench {number}", actor=actor)
+        update_quota_policy(QuotaPolicy.objects.get(tenant=tenant, api_key=None, user=None), actor=actor,
+                            **generous)
+        minted = create_api_key(tenant=tenant, name="bench", scopes=[Scope.INFERENCE], actor=actor)
+        key_limits = {**generous, "requests_per_minute": key_rpm} if key_rpm else generous
+        create_quota_policy(tenant=tenant, api_key=minted.api_key, actor=actor, **key_limits)
+        keys.append(minted.raw)
+    if tenants > 1:
+        tenant = None  # one shared pool that every tenant's key may use
     version = ModelVersion.objects.create(model=Model.objects.create(name=model_name), version="v1",
                                           artifact_uri=f"bench/{model_name}")
     spec = {"routing_policy": policy} if policy else {}
@@ -63,7 +72,7 @@ def create_rows(model_name: str, urls: list[str], policy: str | None, key_rpm: i
         for url in urls:
             Instance.objects.create(deployment=deployment, state=InstanceState.READY, endpoint_url=url,
                                     ready_at=timezone.now())
-    return {"key": minted.raw, "model": model_name}
+    return {"key": keys[0], "keys": keys, "model": model_name}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--url", action="append", required=True)
     parser.add_argument("--policy")
     parser.add_argument("--key-rpm", type=int, help="the key's requests/min (tests of exact limits)")
+    parser.add_argument("--tenants", type=int, default=1, help="tenants (a key each) sharing one deployment")
     return parser
 
 

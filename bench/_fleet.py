@@ -53,6 +53,7 @@ class Fleet:
     gateway: subprocess.Popen | None = None
     gateway_url: str = ""
     key: str = ""
+    keys: list = field(default_factory=list)  # one per tenant (`create_rows(tenants=N)`)
     metrics_urls: dict = field(default_factory=dict)  # gateway pid -> its /metrics listener's URL
 
     def env(self) -> dict:
@@ -81,27 +82,30 @@ class Fleet:
         _wait(f"http://127.0.0.1:{port}/health", proc)
         return proc
 
-    def create_rows(self, policy: str | None = None, key_rpm: int | None = None) -> None:
+    def create_rows(self, policy: str | None = None, key_rpm: int | None = None, tenants: int = 1) -> None:
         urls = [f"http://127.0.0.1:{port}" for _, port, _ in self.simulators]
         command = [sys.executable, "-m", "bench._fixture", "--model", self.model,
                    *(arg for url in urls for arg in ("--url", url)), *(["--policy", policy] if policy else []),
-                   *(["--key-rpm", str(key_rpm)] if key_rpm else [])]
+                   *(["--key-rpm", str(key_rpm)] if key_rpm else []), "--tenants", str(tenants)]
         done = subprocess.run(command, cwd=REPO_ROOT, env=self.env(), capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise RuntimeError(f"bench fixture failed:\n{done.stderr[-3000:]}")
-        self.key = json.loads(done.stdout.strip().splitlines()[-1])["key"]
+        rows = json.loads(done.stdout.strip().splitlines()[-1])
+        self.key, self.keys = rows["key"], rows["keys"]
 
     def start_gateway(self, policy: str | None = None) -> None:
         """`python -m gateway` (or the policy-forcing launcher); waits until it serves the model."""
         self.stop_gateway()
         self.gateway, self.gateway_url = self.extra_gateway(policy=policy)
 
-    def extra_gateway(self, *, policy: str | None = None, workers: int = 1) -> tuple[subprocess.Popen, str]:
-        """Another gateway on the same rows (stopped with the other processes); waits until it serves."""
+    def extra_gateway(self, *, policy: str | None = None, workers: int = 1,
+                      env: dict | None = None) -> tuple[subprocess.Popen, str]:
+        """Another gateway on the same rows (stopped with the other processes); waits until it serves.
+        `env`: settings of its own (e.g. SWITCHYARD_GATEWAY_QUEUE_*)."""
         port, metrics_port = free_port(), free_port()
         module = ["-m", "bench._gateway_proc", "--policy", policy] if policy else ["-m", "gateway"]
         proc = self.procs.python(*module, "--port", str(port), "--workers", str(workers),
-                                 "--metrics-port", str(metrics_port), env=self.env())
+                                 "--metrics-port", str(metrics_port), env={**self.env(), **(env or {})})
         url = f"http://127.0.0.1:{port}"
         self.metrics_urls[proc.pid] = f"http://127.0.0.1:{metrics_port}/metrics"
         _wait(f"{url}/v1/models", proc, headers={"authorization": f"Bearer {self.key}"},

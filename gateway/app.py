@@ -207,7 +207,8 @@ class GatewayApp:
         self._tasks = [asyncio.create_task(self.refresher.run(), name="gateway-snapshot-refresher"),
                        asyncio.create_task(state.recorder.run(), name="gateway-usage-writer"),
                        asyncio.create_task(state.limiter.maintain(state.db), name="gateway-limits-upkeep"),
-                       asyncio.create_task(state.demand.run(), name="gateway-demand-signal")]
+                       asyncio.create_task(state.demand.run(), name="gateway-demand-signal"),
+                       asyncio.create_task(state.queues.run(), name="gateway-fair-queue-tick")]
         if self.config.change_bus and self.config.redis_url:
             self._tasks.append(asyncio.create_task(self._change_bus(), name="gateway-change-bus"))
         if self.metrics.multiprocess_dir:
@@ -240,6 +241,7 @@ class GatewayApp:
             state.limiter.scope(redis_keys.part_prefix(scope, redis_keys.LIMITS))
             state.dedup.prefix = redis_keys.part_prefix(scope, redis_keys.DEDUP)
             state.demand.prefix = redis_keys.part_prefix(scope, redis_keys.DEMAND)
+            state.queues.scope(scope)
 
     def _build_state(self) -> GatewayState:
         config = self.config
@@ -259,7 +261,7 @@ class GatewayApp:
             limiter=Limiter(redis, self.metrics),
             recorder=self._recorder(db),
             upstream=upstream, timeouts=timeouts, redis=redis, db=db,
-            queues=PoolQueues(config, self.metrics, balancer),
+            queues=PoolQueues(config, self.metrics, balancer, redis=redis),
             dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=None), demand=DemandSignal(redis))
 
     def _recorder(self, db: DatabaseThreads) -> UsageRecorder:
@@ -277,6 +279,7 @@ class GatewayApp:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.state is None:
             return
+        self.state.queues.close()
         await self.state.recorder.flush()
         self.state.recorder.close()
         await self.state.upstream.close()

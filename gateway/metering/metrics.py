@@ -81,6 +81,14 @@ class GatewayMetrics:
                                     buckets=LATENCY_BUCKETS, registry=registry)
         self.queue_rejections = Counter("switchyard_gateway_queue_rejections", "Requests refused by the fair queue.",
                                         ["tenant", "reason"], registry=registry)
+        self.fair_queue_fallbacks = Counter(
+            "switchyard_gateway_fair_queue_local_fallbacks",
+            "Times a pool's shared fair queue fell back to per-process fairness (Redis unavailable).",
+            registry=registry)
+        self.session_placements = Counter(
+            "switchyard_gateway_session_placements",
+            "Requests with a session header: kept on the session's engine, or placed (new or moved session).",
+            ["result"], registry=registry)
         self.fallbacks = Counter("switchyard_gateway_fallbacks", "Requests sent to a fallback model.",
                                  ["model", "reason"], registry=registry)
         self.dedup = Counter("switchyard_gateway_dedup_lookups", "De-duplication cache lookups.", ["result"],
@@ -171,6 +179,10 @@ class GatewayMetrics:
     def observe_placement(self, home: bool) -> None:
         """The prefix-affinity policy's report: home engine or spilled."""
         (self._count_home if home else self._count_spill)(1)
+
+    def observe_session(self, result: str) -> None:
+        """Session affinity's report: the session stayed on its engine, was placed, or moved."""
+        self.child(self.session_placements, result).inc()
 
     def render(self) -> bytes:
         """The exposition: this process's series, or with `--workers` every worker's, merged."""

@@ -126,9 +126,11 @@ class InferenceHandler:
         affinity = header(scope, b"x-switchyard-affinity")
         hints = RouteHints(payload, record.endpoint, payload["model"],
                            affinity.decode("latin-1") if affinity else None, tenant.id)
+        session = header(scope, SESSION_HEADER)
+        hints.session = session.decode("latin-1") if session else None  # affinity and the fair queue's flow
         split = split_pool(pools)
         if split is not None:  # a rollout splits this deployment's traffic: the version first, then an engine
-            sticky = sticky_key(split.sticky_by, header(scope, SESSION_HEADER), payload.get("user"), key.id)
+            sticky = sticky_key(split.sticky_by, session, payload.get("user"), key.id)
             hints.version = pick_version(pools, sticky, random.random())
         fim = None
         if record.endpoint == "completions" and wants_fim(payload):  # before redaction and routing see the prompt
@@ -261,7 +263,8 @@ class InferenceHandler:
         if queue.capacity == 0:  # nothing routable: `_route` answers 503 no_capacity
             return await self._route(call, client, record, estimate, token_cap, budget)
         try:  # a free slot is taken at once: no coroutine to run for the usual case
-            waited = 0.0 if queue.try_enter() else await queue.enter(call.tenant.id, call.batch)
+            waited = 0.0 if queue.try_enter() else await queue.enter(call.tenant.id, call.batch,
+                                                                       call.hints.session or call.key.id)
         except QueueFull as full:
             self.state.metrics.queue_rejections.labels(str(call.tenant.id), "full").inc()
             raise errors.queue_full(full.scope) from None

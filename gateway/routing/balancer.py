@@ -30,6 +30,7 @@ class RouteHints:
     affinity: str | None = None
     tenant_id: int | None = None
     version: tuple[int, int] | None = None  # (deployment, model version) a rollout's weights chose
+    session: str | None = None  # x-switchyard-session: session affinity, and the fair queue's flow
 
 
 class Balancer:
@@ -38,7 +39,7 @@ class Balancer:
     def __init__(self, metrics, *, eject_after: int):
         self._metrics = metrics
         self._eject_after = eject_after
-        self._chooser = PolicyChooser(metrics.observe_placement)
+        self._chooser = PolicyChooser(metrics.observe_placement, metrics.observe_session)
         self.outstanding: dict[int, int] = {}
         # What each engine itself reported at its last health probe (running + waiting requests),
         # from every gateway's traffic: the change bus's signals channel replaces it whole.

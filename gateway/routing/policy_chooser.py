@@ -5,6 +5,7 @@ import logging
 
 from gateway.config.snapshot import DEFAULT_POLICY, Pool, Upstream
 from gateway.routing.policies import Endpoint, NoEligibleEndpoint, PolicyName, RouteRequest, get_policy, prefix_key
+from gateway.routing.policies.session_affinity import SessionPins
 
 log = logging.getLogger("gateway.routing")
 KINDS = {"chat": "chat", "completions": "completion"}
@@ -14,9 +15,11 @@ MAX_CACHED_POOLS = 256
 class PolicyChooser:
     """One policy instance per set of pools (policies keep small per-pool state, like rings)."""
 
-    def __init__(self, observe_placement=None):
+    def __init__(self, observe_placement=None, observe_session=None):
         self._policies: dict[tuple, object] = {}
+        self._pins: dict[tuple, SessionPins] = {}  # per pool shape, like the policies
         self._observe_placement = observe_placement
+        self._observe_session = observe_session
         # Per pools tuple, by identity (a snapshot keeps its tuples, so the same object comes back
         # on every request): (the pools, their engines by endpoint id, the policy). The entry holds
         # the tuple, so its id cannot be reused while it is cached.
@@ -37,10 +40,14 @@ class PolicyChooser:
         if entry is None:
             if len(self._by_pools) >= MAX_CACHED_POOLS:  # old snapshots' tuples: let them go
                 self._by_pools.clear()
+            policy, pins = self._policy(pools)
             entry = self._by_pools[id(pools)] = (
-                pools, {str(u.instance_id): u for pool in pools for u in pool.upstreams}, self._policy(pools))
-        _, upstreams, policy = entry
-        request = RouteRequest(str(hints.tenant_id), hints.model, hints.affinity, self._prefix(policy, hints))
+                pools, {str(u.instance_id): u for pool in pools for u in pool.upstreams}, policy, pins)
+        _, upstreams, policy, pins = entry
+        if hints.session is not None:  # session affinity over the pool's policy (policies/session_affinity.py)
+            policy = _Pinned(pins, policy)
+        request = RouteRequest(str(hints.tenant_id), hints.model, hints.affinity, self._prefix(policy, hints),
+                               hints.session)
         version = hints.version
         if version is not None:  # the rollout's pick first; any version if none of its engines can take it
             found = self._pick(policy, upstreams, request, outstanding, ttft, unusable, engine_load, version)
@@ -69,19 +76,38 @@ class PolicyChooser:
         except NoEligibleEndpoint:
             return None
 
-    def _policy(self, pools: tuple[Pool, ...]):
+    def _policy(self, pools: tuple[Pool, ...]) -> tuple:
+        """The pools' policy and session pins (sessions stay pinned when only the policy changes)."""
         shape = tuple((p.deployment_id, p.policy) for p in pools)  # a changed policy is a new instance
         policy = self._policies.get(shape)
         if policy is None:
             name = next((p.policy for p in pools if p.upstreams), DEFAULT_POLICY)
             policy = self._policies[shape] = _make(name, self._observe_placement)
-        return policy
+        deployments = tuple(p.deployment_id for p in pools)
+        pins = self._pins.get(deployments)
+        if pins is None:
+            if len(self._pins) >= MAX_CACHED_POOLS:
+                self._pins.clear()
+            pins = self._pins[deployments] = SessionPins(observer=self._observe_session)
+        return policy, pins
 
     @staticmethod
     def _prefix(policy, hints) -> str | None:
         if hints.affinity or policy.name != PolicyName.PREFIX_AFFINITY:
             return None  # only prefix affinity reads it: skip hashing the prompt otherwise
         return prefix_key(hints.body, KINDS[hints.kind])
+
+
+class _Pinned:
+    """The pool's policy seen through its session pins (a request with a session only)."""
+
+    __slots__ = ("pins", "policy", "name")
+
+    def __init__(self, pins: SessionPins, policy):
+        self.pins, self.policy, self.name = pins, policy, policy.name
+
+    def choose(self, endpoints, request):
+        return self.pins.choose(self.policy, endpoints, request)
 
 
 def _make(name: str, observer):

@@ -115,3 +115,53 @@ def test_growing_capacity_admits_waiters():
         return done, queue.active
 
     assert asyncio.run(main()) == (2, 3)
+
+
+async def flow_order(queue: FairQueue, arrivals: list[tuple[str, str]]) -> list[str]:
+    """Like `admission_order`, with (tenant, flow) arrivals; labels are the flows."""
+    order: list[str] = []
+    await queue.enter("holder")
+
+    async def request(tenant: str, flow: str) -> None:
+        async with queue.slot(tenant, False, flow):
+            order.append(flow)
+            await asyncio.sleep(0)
+
+    tasks = [asyncio.create_task(request(t, f)) for t, f in arrivals]
+    await asyncio.sleep(0)
+    queue.leave()
+    await asyncio.gather(*tasks)
+    return order
+
+
+def test_a_runaway_agent_session_does_not_starve_its_own_tenants_ide_users():
+    # One agent session queues 40 requests, then two developers of the same tenant one each.
+    arrivals = [("acme", "agent")] * 40 + [("acme", "ide-1"), ("acme", "ide-2")]
+    order = asyncio.run(flow_order(FairQueue(1), arrivals))
+    assert order.index("ide-1") <= 2 and order.index("ide-2") <= 4, order[:6]
+
+
+def test_flows_take_turns_within_a_tenant_and_tenants_still_take_turns():
+    arrivals = [("acme", "agent")] * 4 + [("acme", "ide")] * 2 + [("beta", "b")] * 2
+    order = asyncio.run(flow_order(FairQueue(1), arrivals))
+    # Tenants alternate (acme, beta, acme, beta, …); within acme the agent and the IDE alternate.
+    assert order == ["agent", "b", "ide", "b", "agent", "ide", "agent", "agent"]
+
+
+def test_the_shared_state_grants_a_chosen_tenant_its_next_flow_in_turn():
+    async def main():
+        queue = FairQueue(1)
+        await queue.enter("holder")
+        tasks = [asyncio.create_task(queue.enter(t, False, f)) for t, f in
+                 [("a", "x"), ("a", "x"), ("a", "y"), ("b", "z")]]
+        await asyncio.sleep(0)
+        granted = [queue.grant("a"), queue.grant("a"), queue.grant("c")]
+        await asyncio.sleep(0)
+        done = [task.done() for task in tasks]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return granted, done
+
+    # "a" gets two slots out of turn: its flows x then y (not x twice); "c" has nobody waiting.
+    assert asyncio.run(main()) == ([True, True, False], [True, False, True, False])

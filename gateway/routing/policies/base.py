@@ -41,6 +41,7 @@ class RouteRequest:
     model: str
     affinity_key: str | None = None  # explicit, e.g. from a repo / file-path header
     prefix_key: str | None = None  # derived from the prompt's leading blocks
+    session: str | None = None  # an editor / agent session (x-switchyard-session): see session_affinity.py
 
 
 class NoEligibleEndpoint(LookupError):
