@@ -18,4 +18,5 @@ router.register(r"tenants/(?P<tenant_slug>[a-z0-9-]+)/quotas", QuotaPolicyViewSe
 
 urlpatterns = router.urls + [path("", include("audit.api.urls")), path("", include("fleet.api.urls")),
                               path("", include("rollouts.api.urls")),
-                              path("", include("models_registry.api.urls")), path("usage/", include("usage.api.urls"))]
+                              path("", include("models_registry.api.urls")), path("usage/", include("usage.api.urls")),
+                              path("capacity/", include("capacity.api.urls"))]
