@@ -60,7 +60,8 @@ def build_inputs(data: dict, *, scope: TrafficScope | None) -> PlanInputs:
                                            quantization=data.get("quantization") or "none")
     gpu = gpu_of(data["gpu_type"]) if data.get("gpu_type") is not None else None
     if data.get("traffic", "seed") == "usage":
-        profile = history_traffic(scope or TrafficScope(label="the whole install"), days=data.get("history_days", 7), developers=data.get("developers"))
+        profile = history_traffic(scope or TrafficScope(label="the whole install"),
+                                  days=data.get("history_days", 7), developers=data.get("developers"))
     else:
         profile = seed_traffic(data.get("developers") or 50, concurrency_ratio=data.get("concurrency_ratio", 0.24),
                                prompt_tokens=data.get("prompt_tokens", 1500),

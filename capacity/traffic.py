@@ -77,5 +77,12 @@ def usage_events(*, since: datetime, tenant_ids: list[int] | None = None, instan
         rows = rows.filter(instance_id__in=instance_ids)
     columns = rows.order_by("-occurred_at").values_list("occurred_at", "latency_ms", "prompt_tokens",
                                                         "completion_tokens", "user_id", "api_key_prefix")
-    return [(end, latency, prompt, completion, f"user:{user}" if user else f"key:{key}" if key else "")
+    return [(end, latency, prompt, completion, _who(user, key))
             for end, latency, prompt, completion, user, key in columns[:MAX_EVENTS].iterator(chunk_size=10_000)]
+
+
+def _who(user_id: int | None, key_prefix: str) -> str:
+    """A developer: the user behind the key, else the key itself (a service key counts as one)."""
+    if user_id is not None:
+        return f"user:{user_id}"
+    return f"key:{key_prefix}" if key_prefix else ""
