@@ -21,6 +21,7 @@ QUANTIZED_WEIGHT_BYTES = {"awq": 0.53, "gptq": 0.53, "fp8": 1.0}
 # Model types whose transformers config class ties the output layer to the embeddings unless told otherwise.
 TIED_BY_DEFAULT = frozenset({"starcoder2", "gemma", "gemma2", "gpt2", "gpt_bigcode"})
 MAX_CONFIG_BYTES = 1_000_000
+MAX_CONFIG_INT = 10 ** 9  # layers, heads, sizes, vocabulary: far above any model, far below float overflow
 MAX_HEADER_BYTES = 100_000_000  # a safetensors header is JSON; anything larger is not one
 
 
@@ -48,7 +49,9 @@ def _positive_int(config: dict, key: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValidationError({"config": f"config.json's {key} must be a positive integer, not {value!r}."})
+        raise ValidationError({"config": f"config.json's {key} must be a positive integer, not {value!r}."[:300]})
+    if value > MAX_CONFIG_INT:
+        raise ValidationError({"config": f"config.json's {key} ({value}) is beyond any model's."[:300]})
     return value
 
 
@@ -88,7 +91,7 @@ def estimate_parameters(config: dict) -> int:
     hidden, layers = _required(config, "hidden_size"), _required(config, "num_hidden_layers")
     heads = _required(config, "num_attention_heads")
     kv_heads = _positive_int(config, "num_key_value_heads") or heads
-    head_dim = _positive_int(config, "head_dim") or hidden // heads
+    head_dim = _positive_int(config, "head_dim") or max(1, hidden // heads)
     vocab = _required(config, "vocab_size")
     intermediate = _positive_int(config, "intermediate_size") or 4 * hidden
     attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2  # q, o; k, v
@@ -115,6 +118,8 @@ def from_config(config: dict, *, name: str = "model", dtype: str = "auto", kv_ca
     layers, heads = _required(config, "num_hidden_layers"), _required(config, "num_attention_heads")
     kv_heads = _positive_int(config, "num_key_value_heads") or heads
     head_dim = _positive_int(config, "head_dim") or _required(config, "hidden_size") // heads
+    if head_dim < 1:
+        raise ValidationError({"config": "hidden_size / num_attention_heads is below 1: give head_dim."})
     if quantization in ("", "none"):
         quantization = _config_quantization(config)
     weight_dtype = dtype_bytes(dtype, default=dtype_bytes(config.get("torch_dtype"), default=2))

@@ -88,7 +88,7 @@ def plan_document(inputs: PlanInputs, result: Plan) -> dict:
             "hourly_usd": None if inputs.gpu.hourly_usd is None else str(inputs.gpu.hourly_usd)},
         "traffic": {"developers": demand.developers, "peak_concurrency": demand.peak_concurrency,
                     "prompt_tokens": demand.prompt_tokens, "completion_tokens": demand.completion_tokens,
-                    "completions_per_month": demand.completions_per_month, "source": demand.source},
+                    "completions_per_month": demand.completions_per_month, "profile": demand.source},
         "settings": {"context_length": inputs.context_length, "gpu_memory_utilization": inputs.gpu_memory_utilization,
                      "reserve_bytes": inputs.reserve_bytes, "kv_space_bytes": inputs.kv_space_bytes,
                      "tensor_parallel_size": inputs.tensor_parallel_size, "block_size": inputs.block_size,

@@ -94,5 +94,5 @@ urlpatterns = [
     # Capacity planning (docs/capacity-planning.md)
     path("capacity/", capacity.capacity_page, name="capacity"),
     path("capacity/gpu-types/new", capacity.gpu_type_create, name="gpu-type-create"),
-    path("capacity/gpu-types/<int:pk>/delete", capacity.gpu_type_delete, name="gpu-type-delete"),
+    path("capacity/gpu-types/<int:gpu_type_id>/delete", capacity.gpu_type_delete, name="gpu-type-delete"),
 ]

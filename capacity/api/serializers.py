@@ -100,7 +100,7 @@ class TrafficSerializer(serializers.Serializer):
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
     completions_per_month = serializers.IntegerField()
-    source = serializers.CharField()
+    profile = serializers.CharField(help_text="Where the figures come from: the seed practice or usage history.")
 
 
 class PlanSettingsSerializer(serializers.Serializer):

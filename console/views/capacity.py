@@ -118,10 +118,10 @@ def gpu_type_create(request):
 
 @login_required
 @require_POST
-def gpu_type_delete(request, pk: int):
+def gpu_type_delete(request, gpu_type_id: int):
     page_or_404(request, REGISTRY)
     require_platform_admin(request)
-    gpu_type = get_object_or_404(GpuType, pk=pk)
+    gpu_type = get_object_or_404(GpuType, pk=gpu_type_id)
     run_service(request, lambda: services.delete_gpu_type(gpu_type, actor=Actor.from_request(request)),
                 f"GPU type {gpu_type.name} removed.")
     return redirect("console:capacity")

@@ -132,7 +132,7 @@ def test_a_plan_from_the_tenant_s_usage_history(alice, bob, version):
     assert plan["traffic"]["developers"] == 4
     assert plan["traffic"]["peak_concurrency"] == 3.0  # 3 s requests, one a second
     assert (plan["traffic"]["prompt_tokens"], plan["traffic"]["completion_tokens"]) == (800, 40)
-    assert "tenant tenant-a" in plan["traffic"]["source"]
+    assert "tenant tenant-a" in plan["traffic"]["profile"]
 
 
 def test_tenant_b_s_usage_and_deployment_are_a_404(alice, bob, version):

@@ -160,3 +160,18 @@ def test_redundancy_and_a_measured_latency_bound_change_the_replica_count():
     bounded = plan(PlanInputs(**base, max_concurrency_per_replica=16))
     assert bounded.replicas_for_peak == math.ceil(200 * 0.24 / 16) == 3
     assert bounded.replicas == 4
+
+
+@pytest.mark.parametrize("config, words", [
+    ({**CODELLAMA_7B, "num_hidden_layers": 0}, "positive integer"),
+    ({**CODELLAMA_7B, "num_hidden_layers": True}, "positive integer"),
+    ({**CODELLAMA_7B, "hidden_size": 10 ** 30}, "beyond any model"),
+    ({**CODELLAMA_7B, "hidden_size": 16, "num_attention_heads": 32}, "give head_dim"),
+    ({k: v for k, v in CODELLAMA_7B.items() if k != "num_hidden_layers"}, "no num_hidden_layers"),
+    ({**CODELLAMA_7B, "torch_dtype": "float7"}, "Unknown dtype"),
+])
+def test_a_config_that_cannot_describe_a_model_is_refused_with_the_reason(config, words):
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError, match=words):
+        from_config(config, name="bad")

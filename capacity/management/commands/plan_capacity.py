@@ -173,7 +173,7 @@ def render(document: dict) -> str:
         rows += [("  usable (× utilization)", _gib(memory["usable"])), ("  weights per GPU", _gib(memory["weights"])),
                  ("  reserve", _gib(memory["reserve"])), ("  KV cache per GPU", _gib(memory["kv_cache"]))]
     rows += [
-        ("Traffic", traffic["source"]),
+        ("Traffic", traffic["profile"]),
         ("  developers / in flight at peak", f"{traffic['developers']} / {traffic['peak_concurrency']:g}"),
         ("  tokens per request", f"{traffic['prompt_tokens']} prompt + {traffic['completion_tokens']} completion"),
         ("  completions per month", f"{traffic['completions_per_month']:,}"),
