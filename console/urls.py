@@ -5,6 +5,7 @@ from console.views import (
     audit,
     auth,
     budgets,
+    capacity,
     fleet,
     join,
     keys,
@@ -94,4 +95,8 @@ urlpatterns = [
     path("audit/export/manifest", audit.audit_manifest, name="audit-manifest"),
     path("audit/verify", audit.audit_verify, name="audit-verify"),
     path("slow/", slow.slow_requests, name="slow"),
+    # Capacity planning (docs/capacity-planning.md)
+    path("capacity/", capacity.capacity_page, name="capacity"),
+    path("capacity/gpu-types/new", capacity.gpu_type_create, name="gpu-type-create"),
+    path("capacity/gpu-types/<int:gpu_type_id>/delete", capacity.gpu_type_delete, name="gpu-type-delete"),
 ]

@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "fleet",
     "rollouts",
     "sso",
+    "capacity",
     "console",
 ]
 

@@ -40,6 +40,8 @@ def _sections(request) -> list[tuple[str, str]]:
         items.append(("Budgets", "console:budgets"))
     if holds_anywhere(principal, *USAGE):
         items.append(("GPU prices", "console:prices"))
+    if holds_anywhere(principal, *REGISTRY):
+        items.append(("Capacity", "console:capacity"))
     if sees_audit(principal):
         items.append(("Audit", "console:audit"))
     if sees_slow_requests(principal):

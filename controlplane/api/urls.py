@@ -20,4 +20,5 @@ router.register(r"deployments/(?P<deployment_pk>[0-9]+)/grants", DeploymentGrant
 
 urlpatterns = router.urls + [path("", include("audit.api.urls")), path("", include("fleet.api.urls")),
                               path("", include("rollouts.api.urls")),
-                              path("", include("models_registry.api.urls")), path("usage/", include("usage.api.urls"))]
+                              path("", include("models_registry.api.urls")), path("usage/", include("usage.api.urls")),
+                              path("capacity/", include("capacity.api.urls"))]

@@ -28,6 +28,12 @@ def url(name, *args):
     return reverse(f"console:{name}", args=args)
 
 
+def _gpu_type(name: str) -> int:
+    from capacity.models import GpuType
+
+    return GpuType.objects.get(name=name).pk  # seeded by capacity migration 0001
+
+
 def _version_form(w):
     prefix = f"m{w.versions.model.pk}"
     return {f"{prefix}-version": "v7", f"{prefix}-artifact_uri": HF_URI, f"{prefix}-quantization": "none",
@@ -148,6 +154,11 @@ ROWS = [
      "status", PLATFORM),
     ("price-create", "POST", lambda c, w, me: c.post(url("price-create"), {
         "gpu_type": "H200", "unit": "gpu", "hourly_usd": "3.1"}), "status", (302, 403, 403, 403, 404, 403, 404)),
+    ("capacity", "GET", lambda c, w, me: c.get(url("capacity")), "status", OPS),
+    ("gpu-type-create", "POST", lambda c, w, me: c.post(url("gpu-type-create"), {"name": "B200", "memory_mib": 183359}),
+     "status", (302, 403, 403, 403, 404, 403, 404)),
+    ("gpu-type-delete", "POST", lambda c, w, me: c.post(url("gpu-type-delete", _gpu_type("H200"))), "status",
+     (302, 403, 403, 403, 404, 403, 404)),
     ("tenant-create", "POST", lambda c, w, me: c.post(url("tenant-create"), {
         "slug": "fresh", "name": "Fresh", "region": "local", "isolation": "shared",
         "admin_email": "owner@fresh.test"}), "status", PLATFORM),

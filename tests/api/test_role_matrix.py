@@ -42,6 +42,13 @@ INT, NOINT = "200 +internals", "200 -internals"
 FLEET_ALL, FLEET_A, FLEET_A_NOINT = "200 shared,tenant-a,tenant-b +internals", f"{A} +internals", f"{A} -internals"
 T = "/api/v1/tenants/tenant-a"
 U = "/api/v1/usage"
+C = "/api/v1/capacity"
+
+
+def _gpu_type(name: str) -> int:
+    from capacity.models import GpuType
+
+    return GpuType.objects.get(name=name).pk  # seeded by capacity migration 0001
 
 
 def _versions(w, version=None):
@@ -236,6 +243,22 @@ ROWS = [
      (200, 200, 200, 200, 403, 200, 403)),
     ("gpu-price-list", "POST", lambda c, w, me: c.post(f"{U}/gpu-prices/", {"gpu_type": "H100", "hourly_usd": "2.5"},
                                                        format="json"), "status", (201,) + (403,) * 6),
+    # capacity planning: GPU types read like GPU prices and edited by platform staff; plans under the
+    # registry's read rule; advice under the fleet's
+    ("gpu-type-list", "GET", lambda c, w, me: c.get(f"{C}/gpu-types/"), "status", (200, 200, 200, 200, 403, 200, 403)),
+    ("gpu-type-detail", "GET", lambda c, w, me: c.get(f"{C}/gpu-types/{_gpu_type('L4')}/"), "status",
+     (200, 200, 200, 200, 403, 200, 403)),
+    ("gpu-type-list", "POST", lambda c, w, me: c.post(f"{C}/gpu-types/", {"name": "B200", "memory_mib": 183359},
+                                                      format="json"), "status", (201,) + (403,) * 6),
+    ("gpu-type-detail", "PATCH", lambda c, w, me: c.patch(f"{C}/gpu-types/{_gpu_type('L4')}/", {"note": "ours"},
+                                                          format="json"), "status", (200,) + (403,) * 6),
+    ("gpu-type-detail", "DELETE", lambda c, w, me: c.delete(f"{C}/gpu-types/{_gpu_type('A10G')}/"), "status",
+     (204,) + (403,) * 6),
+    ("capacity-plans", "POST", lambda c, w, me: c.post(f"{C}/plans/", {
+        "config": {"num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 128, "vocab_size": 256},
+        "gpu_type": "L4", "context_length": 1024}, format="json"), "status", (200, 200, 200, 200, 403, 200, 403)),
+    ("capacity-advice-detail", "GET", lambda c, w, me: c.get(f"{C}/advice/{w.dep.pk}/"), "status",
+     (200, 200, 200, 200, 403, 200, 403)),
     # the API's description is public
     ("schema", "GET", lambda c, w, me: c.get("/api/schema/"), "status", (200,) * 7),
     ("swagger-ui", "GET", lambda c, w, me: c.get("/api/docs/"), "status", (200,) * 7),

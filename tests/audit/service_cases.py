@@ -16,6 +16,7 @@ from django.utils import timezone
 
 import apikeys.services as apikeys
 import audit.services as audit
+import capacity.services as capacity
 import fleet.services as fleet
 import models_registry.services as registry
 import quotas.services as quotas
@@ -53,6 +54,7 @@ READ_ONLY = {
     "usage.price_view": "the audit record's shape of a price (pure)",
     "usage.budget_view": "the audit record's shape of a budget state (pure)",
     "usage.current_price": "reads the price in force",
+    "capacity.gpu_type_view": "the audit record's shape of a GPU type (pure)",
 }
 
 # Writes that legitimately append no audit event: observation and telemetry, not configuration.
@@ -142,6 +144,12 @@ def build_world(model_root: Path) -> SimpleNamespace:
                            versions=versions, deployment=deployment, instance=instance, model_root=model_root,
                            tenant_deployment=tenant_deployment, object_grant=object_grant, gina=gina,
                            rollouts=rollouts_by_state)
+
+
+def _gpu_type(name: str):
+    from capacity.models import GpuType
+
+    return GpuType.objects.get(name=name)  # seeded by capacity migration 0001
 
 
 def _usage_event(w, request_id="req-audit-1") -> dict:
@@ -324,5 +332,11 @@ CASES = {
                                          ["rollout.retire_previous"]),
     "rollouts.record_evaluation": (lambda w: rollouts.record_evaluation(w.rollouts["ramping"], {"verdict": "wait"}),
                                    []),
+    "capacity.create_gpu_type": (lambda w: capacity.create_gpu_type(name="B200", memory_mib=183359, actor=ACTOR),
+                                 ["capacity.gpu_type.create"]),
+    "capacity.update_gpu_type": (lambda w: capacity.update_gpu_type(_gpu_type("L4"), memory_mib=23000, actor=ACTOR),
+                                 ["capacity.gpu_type.update"]),
+    "capacity.delete_gpu_type": (lambda w: capacity.delete_gpu_type(_gpu_type("H200"), actor=ACTOR),
+                                 ["capacity.gpu_type.delete"]),
 }
 AUDITED = sorted(name for name, (_, expected) in CASES.items() if expected)

@@ -169,8 +169,9 @@ def test_a_platform_admin_adds_a_price_with_an_audit_event(world, login):
 
 
 def test_an_empty_effective_from_means_now(world, login):
-    login("charlie").post(reverse("console:price-create"), _price_form(gpu_type="L40S", effective_from=""))
-    price = GpuPrice.objects.get(gpu_type="L40S")
+    # B200: a type no migration prices (capacity 0001 seeds an example L40S price)
+    login("charlie").post(reverse("console:price-create"), _price_form(gpu_type="B200", effective_from=""))
+    price = GpuPrice.objects.get(gpu_type="B200")
     assert abs((timezone.now() - price.effective_from).total_seconds()) < 60
 
 

@@ -25,7 +25,7 @@ from tests.api.test_console_role_matrix import CONSOLE_MATRIX
 GHOST = 987654321
 # The registry is platform-wide; an invitation link's one-time token is the credential that opens it
 # (tests/tenants/test_invitation_links.py); identity providers are the platform's.
-GLOBAL_ARGS = {"model_id", "version_id", "token", "provider"}
+GLOBAL_ARGS = {"model_id", "version_id", "token", "provider", "gpu_type_id"}  # GPU types are platform-wide too
 BODY = {"role": "viewer", "email": "x@example.test", "min_replicas": 1, "max_replicas": 1, "warm_pool_size": 0,
         "requests_per_minute": "1", "monthly_token_budget": "1", "subject": "user:1"}
 
