@@ -6,6 +6,7 @@ admin-scoped API key. Isolation tests are then one line: alice's credentials on 
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -154,19 +155,32 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_vllm_url(tiny_model_dir, tmp_path_factory) -> str:
+def tiny_vllm_url(tiny_vllm) -> str:
+    """The session engine's base URL."""
+    return tiny_vllm.url
+
+
+@dataclass(frozen=True)
+class SessionEngine:
+    url: str
+    log_path: Path  # the engine's output since start-up (its KV-capacity line, tests/capacity)
+
+
+@pytest.fixture(scope="session")
+def tiny_vllm(tiny_model_dir, tmp_path_factory) -> SessionEngine:
     """One real CPU vLLM serving tiny-coder with the registry's rendered flags, shared by every
     `vllm` test that only needs an engine to talk to (the fleet journey starts its own)."""
     from models_registry.engine_args import render_vllm_argv
-    from models_registry.models import Model, ModelFamily, ModelVersion
-    from models_registry.services import TINY_CODER, TINY_CODER_ENGINE_ARGS
+    from models_registry.models import Model, ModelVersion
+    from models_registry.services import TINY_CODER, TINY_CODER_ENGINE_ARGS, TINY_CODER_FAMILY
     from tests.processes import free_port, start_vllm, stop
 
-    version = ModelVersion(model=Model(name=TINY_CODER, family=ModelFamily.LLAMA), version="v1", dtype="float32",
+    version = ModelVersion(model=Model(name=TINY_CODER, family=TINY_CODER_FAMILY), version="v1", dtype="float32",
                            artifact_uri=str(tiny_model_dir), engine_args=TINY_CODER_ENGINE_ARGS)
     argv = render_vllm_argv(version, model_path=str(tiny_model_dir), served_model_name=TINY_CODER, port=free_port())
-    proc, url = start_vllm(argv, tmp_path_factory.mktemp("logs") / "vllm.log")
-    yield url
+    log_path = tmp_path_factory.mktemp("logs") / "vllm.log"
+    proc, url = start_vllm(argv, log_path)
+    yield SessionEngine(url, log_path)
     stop(proc, grace=30)
 
 

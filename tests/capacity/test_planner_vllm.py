@@ -1,6 +1,6 @@
 """The planner against a real CPU vLLM: its KV figures for tiny-coder match what the engine reports.
 
-One engine serving tiny-coder with the registry's rendered flags and VLLM_CPU_KVCACHE_SPACE=1 (GiB,
+The session's engine serving tiny-coder with the registry's rendered flags and VLLM_CPU_KVCACHE_SPACE=1 (GiB,
 tests/processes.py). vLLM logs its KV capacity at start-up ("CPU KV cache size: N tokens, Maximum
 concurrency for L tokens per request: Cx", vllm/v1/core/kv_cache_utils.py) and exports
 `vllm:cache_config_info` (block size and block count as labels). The planner is given what an operator
@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from audit.actor import Actor
 from capacity.inputs import version_architecture
 from capacity.planner import GIB, PlanInputs, plan, seed_traffic
-from tests.processes import VLLM_ENV, free_port, start_vllm, stop
+from tests.processes import VLLM_ENV
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 KV_LINE = re.compile(r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: "
@@ -31,18 +31,10 @@ def tiny_coder(settings, tiny_model_dir, db):
 
 
 @pytest.fixture
-def engine(tiny_coder, tiny_model_dir, tmp_path):
-    """One real engine of the registered version; (log text once ready, /metrics text)."""
-    from models_registry.engine_args import render_vllm_argv
-
-    argv = render_vllm_argv(tiny_coder, model_path=str(tiny_model_dir), served_model_name="tiny-coder",
-                            port=free_port())
-    log_path = tmp_path / "vllm.log"
-    proc, url = start_vllm(argv, log_path)
-    try:
-        yield log_path.read_text(), httpx.get(url + "/metrics", timeout=60).text
-    finally:
-        stop(proc, grace=30)
+def engine(tiny_coder, tiny_vllm):
+    """The session's real engine (tests/conftest.py `tiny_vllm`: the registry's rendered flags for tiny-coder,
+    the same as this version's); (its log since start-up, its /metrics text)."""
+    return tiny_vllm.log_path.read_text(), httpx.get(tiny_vllm.url + "/metrics", timeout=60).text
 
 
 def cache_config_info(metrics_text: str) -> dict:
