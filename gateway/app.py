@@ -38,6 +38,7 @@ from gateway.pipeline.feedback import handle_feedback
 from gateway.pipeline.inference import InferenceHandler
 from gateway.pipeline.proxy import Timeouts
 from gateway.pipeline.redaction import redact_prefix
+from gateway.pipeline.supersede import Superseder
 from gateway.pipeline.wake import Waker
 from gateway.routing.balancer import Balancer
 from gateway.routing.pool_queues import PoolQueues
@@ -70,6 +71,7 @@ class GatewayState:
     db: DatabaseThreads
     queues: PoolQueues
     dedup: DedupCache
+    supersede: Superseder
     waker: Waker = field(default_factory=Waker)
     snapshot: Snapshot = field(default_factory=Snapshot)
     refresh_now: Callable[[], Awaitable[bool]] | None = None  # the refresher's on-demand refresh
@@ -207,6 +209,8 @@ class GatewayApp:
                        asyncio.create_task(state.limiter.maintain(state.db), name="gateway-limits-upkeep")]
         if self.config.change_bus and self.config.redis_url:
             self._tasks.append(asyncio.create_task(self._change_bus(), name="gateway-change-bus"))
+        if self.config.redis_url:
+            self._tasks.append(asyncio.create_task(state.supersede.run(), name="gateway-supersede-channel"))
         if self.metrics.multiprocess_dir:
             self._tasks.append(asyncio.create_task(self._refresh_gauges(), name="gateway-metrics-gauges"))
         # What start-up built (Django, settings, the snapshot) lives as long as the process: the
@@ -236,6 +240,7 @@ class GatewayApp:
         if scope and state.dedup.prefix is None:
             state.limiter.scope(redis_keys.part_prefix(scope, redis_keys.LIMITS))
             state.dedup.prefix = redis_keys.part_prefix(scope, redis_keys.DEDUP)
+            state.supersede.prefix = redis_keys.part_prefix(scope, redis_keys.SUPERSEDE)
 
     def _build_state(self) -> GatewayState:
         config = self.config
@@ -256,7 +261,8 @@ class GatewayApp:
             recorder=self._recorder(db),
             upstream=upstream, timeouts=timeouts, redis=redis, db=db,
             queues=PoolQueues(config, self.metrics, balancer),
-            dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=None))
+            dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=None),
+            supersede=Superseder(redis, config.redis_url, self.metrics))
 
     def _recorder(self, db: DatabaseThreads) -> UsageRecorder:
         config = self.config

@@ -41,6 +41,7 @@ from gateway.pipeline.proxy import (
 )
 from gateway.pipeline.redaction import PREFIX_MARGIN, RedactionMode, redact_body, redact_prefix
 from gateway.pipeline.sse import SseRelay
+from gateway.pipeline.supersede import SUPERSEDED, answer_superseded, session_of
 from gateway.routing.balancer import RouteHints
 from gateway.routing.fair_queue import QueueFull, QueueTimeout
 from gateway.routing.versions import SESSION_HEADER, pick_version, split_pool, sticky_key
@@ -68,6 +69,7 @@ class Call:
     parsed: dict | None = None
     work: Work | None = None  # its worst case, as admission reserved it (`request_work`)
     texts: list[str] | None = None  # the body's strings that could hold a secret (for redaction)
+    session: str | None = None  # the editor session a newer request supersedes this one in (supersede.py)
 
 
 class InferenceHandler:
@@ -83,20 +85,27 @@ class InferenceHandler:
         record = RequestRecord(rid, kind)
         client = ClientStream(send, ids)
         watcher = DisconnectWatcher(scope, receive, client, record, self._loop)
+        session = None
         try:
             call = await self._prepare(scope, receive, record)
             watcher.arm()
+            if (session := call.session) is not None:  # a newer request of it cancels this one (supersede.py)
+                self.state.supersede.begin(session, record, client, call)
             await self._admitted(call, client, record)
         except errors.GatewayError as error:
             await self._refuse(client, error, record)
         except (ClientGone, OSError):  # gone while we read the body or wrote the answer
             record.outcome = "cancelled"
         except asyncio.CancelledError:
-            if record.outcome != "cancelled":
+            if record.outcome not in ("cancelled", SUPERSEDED):
                 raise  # the server is shutting down: still metered below
             asyncio.current_task().uncancel()  # type: ignore[union-attr]  # we run in a task
+            if record.outcome == SUPERSEDED:
+                await answer_superseded(client)
         finally:
             watcher.disarm()
+            if session is not None:
+                self.state.supersede.end(record.request_id)
             self._finish(record, client)
 
     async def _prepare(self, scope: dict, receive, record: RequestRecord) -> Call:
@@ -130,8 +139,9 @@ class InferenceHandler:
             hints.version = pick_version(pools, sticky, random.random())
         batch = (header(scope, b"x-switchyard-priority") or b"").lower() == b"batch"
         use_cache = (header(scope, OPT_OUT_HEADER) or b"").lower() != b"no"
+        session = session_of(state, scope, record.endpoint, key, tenant, payload, batch)
         return Call(record.endpoint, key, tenant, pools, payload, hints, batch, use_cache, raw=raw, parsed=payload,
-                    texts=texts)
+                    texts=texts, session=session)
 
     async def _admitted(self, call: Call, client: ClientStream, record: RequestRecord) -> None:
         """Take the limits' reservation, then serve; the reservation is settled whatever happens.
