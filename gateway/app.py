@@ -151,6 +151,8 @@ class GatewayApp:
                            # False after a start-up without the database, until it returns.
                            "snapshot_loaded": state.snapshot.version != (),
                            "usage_database_away": state.recorder.database_away,
+                           # False: this worker's requests are not superseded (docs/supersession.md).
+                           "supersession_subscribed": state.supersede.subscribed,
                            "redis": redis, "change_bus": self._bus_health()}).encode()
         # Without a Redis every inference request is refused: not ready for traffic.
         await send_response(send, 200 if redis["configured"] else 503, body, [*JSON_HEADERS, *ids])
