@@ -39,6 +39,7 @@ urlpatterns = [
     re_path(r"^tenants/(?P<slug>[a-z0-9-]+)/(?P<action>suspend|activate)$", tenants.tenant_status,
             name="tenant-status"),
     path("tenants/<slug:slug>/quota", tenants.quota_update, name="quota-update"),
+    path("tenants/<slug:slug>/supersession", tenants.tenant_supersession, name="tenant-supersession"),
     path("tenants/<slug:slug>/quotas/new", quotas.policy_create, name="quota-policy-create"),
     path("tenants/<slug:slug>/quotas/<int:policy_id>/", quotas.policy_edit, name="quota-policy"),
     path("tenants/<slug:slug>/quotas/<int:policy_id>/delete", quotas.policy_delete, name="quota-policy-delete"),

@@ -9,6 +9,8 @@ keeps them apart. What follows the prefix says which part owns the key:
   sy:<id>:rl:…      the gateway's limits (rates, leases, budgets; gateway/limits/)
   sy:<id>:dedup:…   the gateway's de-duplication cache (gateway/pipeline/dedup.py)
   sy:<id>:fq:…      the gateway's fair queues shared across its processes (gateway/routing/shared_slots.py)
+  sy:<id>:ss:…      editor sessions' latest interactive request, and each gateway worker's channel
+                    for superseding (gateway/pipeline/supersede.py)
   sy:<id>:bus:…     the change bus: its sequence key and its two pub/sub channels
   sy:<id>:demand:…  the gateways' demand signal per deployment (controlplane/demand_signal.py)
   sy:<id>:cache:…   Django's cache (`CACHES` KEY_FUNCTION below)
@@ -21,6 +23,7 @@ from __future__ import annotations
 ROOT = "sy"
 LIMITS, DEDUP, BUS, CACHE, CELERY, DEMAND = "rl", "dedup", "bus", "cache", "celery", "demand"
 FAIR_QUEUE = "fq"
+SUPERSEDE = "ss"
 _current: str | None = None  # this process's install id, once read (it never changes for a database)
 
 

@@ -39,6 +39,7 @@ from gateway.pipeline.feedback import handle_feedback
 from gateway.pipeline.inference import InferenceHandler
 from gateway.pipeline.proxy import Timeouts
 from gateway.pipeline.redaction import redact_prefix
+from gateway.pipeline.supersede import Superseder
 from gateway.pipeline.wake import Waker
 from gateway.routing.balancer import Balancer
 from gateway.routing.pool_queues import PoolQueues
@@ -71,6 +72,7 @@ class GatewayState:
     db: DatabaseThreads
     queues: PoolQueues
     dedup: DedupCache
+    supersede: Superseder
     waker: Waker = field(default_factory=Waker)
     demand: DemandSignal = field(default_factory=lambda: DemandSignal(None))  # in flight per deployment
     snapshot: Snapshot = field(default_factory=Snapshot)
@@ -151,6 +153,8 @@ class GatewayApp:
                            # False after a start-up without the database, until it returns.
                            "snapshot_loaded": state.snapshot.version != (),
                            "usage_database_away": state.recorder.database_away,
+                           # False: this worker's requests are not superseded (docs/supersession.md).
+                           "supersession_subscribed": state.supersede.subscribed,
                            "redis": redis, "change_bus": self._bus_health()}).encode()
         # Without a Redis every inference request is refused: not ready for traffic.
         await send_response(send, 200 if redis["configured"] else 503, body, [*JSON_HEADERS, *ids])
@@ -211,6 +215,8 @@ class GatewayApp:
                        asyncio.create_task(state.queues.run(), name="gateway-fair-queue-tick")]
         if self.config.change_bus and self.config.redis_url:
             self._tasks.append(asyncio.create_task(self._change_bus(), name="gateway-change-bus"))
+        if self.config.redis_url:
+            self._tasks.append(asyncio.create_task(state.supersede.run(), name="gateway-supersede-channel"))
         if self.metrics.multiprocess_dir:
             self._tasks.append(asyncio.create_task(self._refresh_gauges(), name="gateway-metrics-gauges"))
         # What start-up built (Django, settings, the snapshot) lives as long as the process: the
@@ -242,6 +248,7 @@ class GatewayApp:
             state.dedup.prefix = redis_keys.part_prefix(scope, redis_keys.DEDUP)
             state.demand.prefix = redis_keys.part_prefix(scope, redis_keys.DEMAND)
             state.queues.scope(scope)
+            state.supersede.prefix = redis_keys.part_prefix(scope, redis_keys.SUPERSEDE)
 
     def _build_state(self) -> GatewayState:
         config = self.config
@@ -262,7 +269,8 @@ class GatewayApp:
             recorder=self._recorder(db),
             upstream=upstream, timeouts=timeouts, redis=redis, db=db,
             queues=PoolQueues(config, self.metrics, balancer, redis=redis),
-            dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=None), demand=DemandSignal(redis))
+            dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=None), demand=DemandSignal(redis),
+            supersede=Superseder(redis, config.redis_url, self.metrics))
 
     def _recorder(self, db: DatabaseThreads) -> UsageRecorder:
         config = self.config

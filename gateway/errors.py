@@ -10,6 +10,7 @@ ERROR_TYPES = {
     403: "permission_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    410: "superseded",  # only a superseded editor completion (gateway/pipeline/supersede.py)
     413: "invalid_request_error",
     429: "rate_limit_error",
     500: "server_error",

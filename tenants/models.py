@@ -36,6 +36,9 @@ class Tenant(models.Model):
     isolation = models.CharField(max_length=16, choices=Isolation.choices, default=Isolation.SHARED)
     redaction_mode = models.CharField(max_length=8, choices=RedactionMode.choices, default=RedactionMode.REDACT,
                                       help_text="What the gateway does with secrets found in prompts.")
+    cancel_superseded = models.BooleanField(
+        default=True, help_text="An editor session's newer interactive completion cancels its older one still "
+                                "running (docs/supersession.md).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

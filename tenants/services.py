@@ -14,12 +14,13 @@ from tenants import invitation_links as links
 from tenants.models import Invitation, InvitationStatus, Membership, Tenant, TenantStatus
 from tenants.roles import Role
 
-TENANT_EDITABLE = ("name", "region", "isolation", "redaction_mode")
+TENANT_EDITABLE = ("name", "region", "isolation", "redaction_mode", "cancel_superseded")
 
 
 def tenant_view(tenant: Tenant) -> dict:
     return {"slug": tenant.slug, "name": tenant.name, "status": tenant.status,
-            "region": tenant.region, "isolation": tenant.isolation, "redaction_mode": tenant.redaction_mode}
+            "region": tenant.region, "isolation": tenant.isolation, "redaction_mode": tenant.redaction_mode,
+            "cancel_superseded": tenant.cancel_superseded}
 
 
 def membership_view(membership: Membership) -> dict:
@@ -48,7 +49,7 @@ def create_tenant(*, slug: str, name: str, region: str = "local", isolation: str
 
 
 def update_tenant(tenant: Tenant, *, actor: Actor, **changes) -> Tenant:
-    """Change a tenant's name, region label, isolation or secret-redaction mode."""
+    """Change a tenant's name, region label, isolation, secret-redaction mode or supersession setting."""
     unknown = set(changes) - set(TENANT_EDITABLE)
     if unknown:
         raise ValidationError({name: "This field cannot be changed here." for name in sorted(unknown)})

@@ -14,6 +14,7 @@ class Outcome(models.TextChoices):
     UPSTREAM_ERROR = "upstream_error", "Engine error (5xx)"
     TIMEOUT = "timeout", "Timed out"
     CANCELLED = "cancelled", "Client disconnected"
+    SUPERSEDED = "superseded", "Superseded by the session's newer request"
 
 
 class UsageEvent(models.Model):
@@ -103,6 +104,8 @@ class UsageRollup(models.Model):
     upstream_error = models.PositiveBigIntegerField(default=0)
     timeout = models.PositiveBigIntegerField(default=0)
     cancelled = models.PositiveBigIntegerField(default=0)
+    superseded = models.PositiveBigIntegerField(default=0, help_text="Cancelled by the editor session's newer "
+                                                                     "request (docs/supersession.md).")
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
     cached_tokens = models.PositiveBigIntegerField(default=0)

@@ -182,9 +182,11 @@ def describe(totals: dict) -> dict:
     """What a chart or table shows for one group: counts, tokens, ratios and percentiles."""
     requests, judged = totals["requests"], totals["feedback_accepted"] + totals["feedback_ignored"]
     row = {name: totals[name] for name in COUNTERS}
+    # A superseded completion is the editor's choice, not a failure (docs/supersession.md).
+    errors = requests - totals[Outcome.OK] - totals[Outcome.SUPERSEDED]
     row.update(
-        errors=requests - totals[Outcome.OK],
-        error_rate=_ratio(requests - totals[Outcome.OK], requests),
+        errors=errors,
+        error_rate=_ratio(errors, requests),
         acceptance_ratio=_ratio(totals["feedback_accepted"], judged),
         latency_avg_ms=_ratio(totals["latency_sum_ms"], requests),
         ttft_avg_ms=_ratio(totals["ttft_sum_ms"], totals["ttft_count"]),

@@ -137,3 +137,16 @@ def quota_update(request, slug):
         save = lambda: update_quota_policy(policy, **form.limits(), actor=actor)  # noqa: E731
     run_service(request, save, "Quota saved.")
     return redirect("console:tenant", slug=slug)
+
+
+@login_required
+@require_POST
+def tenant_supersession(request, slug):
+    """Turn cancelling superseded editor completions on or off (docs/supersession.md)."""
+    tenant = tenant_or_404(request, slug)
+    require(request, tenant, Perm.UPDATE_TENANT)
+    enabled = request.POST.get("cancel_superseded") == "on"
+    run_service(request, lambda: services.update_tenant(tenant, cancel_superseded=enabled,
+                                                        actor=Actor.from_request(request)),
+                f"Superseded completions are {'now' if enabled else 'no longer'} cancelled.")
+    return redirect("console:tenant", slug=slug)

@@ -325,9 +325,13 @@ class UpstreamClient:
             loop = conn.loop if reused else asyncio.get_running_loop()  # type: ignore[union-attr]  # reused: idle one
             if timeout is not None and deadline is None:
                 deadline = loop.time() + timeout
-            if conn is None:
-                conn = await (pool.connect() if deadline is None else
-                              asyncio.wait_for(pool.connect(), max(0.0, deadline - loop.time())))
+            if conn is None and deadline is None:
+                conn = await pool.connect()
+            elif conn is None:
+                # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation that lands as the connection
+                # is made (the request went on after its client left, or after it was superseded).
+                async with asyncio.timeout_at(deadline):
+                    conn = await pool.connect()
             started = conn.send(message)
             timer = None if deadline is None else loop.call_at(deadline, _expire, started)
             try:

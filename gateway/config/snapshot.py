@@ -30,6 +30,7 @@ class TenantInfo:
     redaction_mode: str = DEFAULT_REDACTION_MODE
     cache_salt: str = ""
     over_budget: str | None = None  # the usage app's reason, while the monthly money budget is spent
+    cancel_superseded: bool = True  # an editor session's newer interactive request cancels its older one
 
 
 @dataclass(frozen=True, slots=True)

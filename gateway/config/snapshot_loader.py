@@ -86,7 +86,8 @@ def _load_tenants() -> dict[int, TenantInfo]:
     over = dict(BudgetState.objects.filter(over_budget=True).values_list("tenant_id", "reason"))
     return {t.pk: TenantInfo(id=t.pk, slug=t.slug, active=t.status == TenantStatus.ACTIVE,
                              redaction_mode=t.redaction_mode or DEFAULT_REDACTION_MODE,
-                             cache_salt=tenant_cache_salt(t.pk), over_budget=over.get(t.pk))
+                             cache_salt=tenant_cache_salt(t.pk), over_budget=over.get(t.pk),
+                             cancel_superseded=t.cancel_superseded)
             for t in Tenant.objects.all()}
 
 

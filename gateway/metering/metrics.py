@@ -93,6 +93,9 @@ class GatewayMetrics:
                                  ["model", "reason"], registry=registry)
         self.dedup = Counter("switchyard_gateway_dedup_lookups", "De-duplication cache lookups.", ["result"],
                              registry=registry)
+        self.superseded = Counter("switchyard_gateway_supersession", "Interactive requests superseded by their "
+                                  "session's newer one (cancelled), or not checked (redis_unavailable).",
+                                  ["result"], registry=registry)
         self.affinity_home = Counter("switchyard_gateway_prefix_affinity_home",
                                      "Prefix-affinity requests placed on their key's home engine.", registry=registry)
         self._children: dict[tuple, Any] = {}  # (metric, label values) -> child, see `child`

@@ -42,6 +42,7 @@ from gateway.pipeline.proxy import (
 )
 from gateway.pipeline.redaction import PREFIX_MARGIN, RedactionMode, redact_body, redact_prefix
 from gateway.pipeline.sse import SseRelay
+from gateway.pipeline.supersede import SUPERSEDED, answer_superseded, session_of
 from gateway.routing.balancer import RouteHints
 from gateway.routing.fair_queue import QueueFull, QueueTimeout
 from gateway.routing.versions import SESSION_HEADER, pick_version, split_pool, sticky_key
@@ -70,6 +71,7 @@ class Call:
     work: Work | None = None  # its worst case, as admission reserved it (`request_work`)
     texts: list[str] | None = None  # the body's strings that could hold a secret (for redaction)
     fim: Rendered | None = None  # a fill-in-the-middle request, rendered for its model (gateway.pipeline.fim)
+    session: str | None = None  # the editor session a newer request supersedes this one in (supersede.py)
 
 
 class InferenceHandler:
@@ -85,20 +87,27 @@ class InferenceHandler:
         record = RequestRecord(rid, kind)
         client = ClientStream(send, ids)
         watcher = DisconnectWatcher(scope, receive, client, record, self._loop)
+        session = None
         try:
             call = await self._prepare(scope, receive, record)
             watcher.arm()
+            if (session := call.session) is not None:  # a newer request of it cancels this one (supersede.py)
+                self.state.supersede.begin(session, record, client, call)
             await self._admitted(call, client, record)
         except errors.GatewayError as error:
             await self._refuse(client, error, record)
         except (ClientGone, OSError):  # gone while we read the body or wrote the answer
             record.outcome = "cancelled"
         except asyncio.CancelledError:
-            if record.outcome != "cancelled":
+            if record.outcome not in ("cancelled", SUPERSEDED):
                 raise  # the server is shutting down: still metered below
             asyncio.current_task().uncancel()  # type: ignore[union-attr]  # we run in a task
+            if record.outcome == SUPERSEDED:
+                await answer_superseded(client)
         finally:
             watcher.disarm()
+            if session is not None:
+                self.state.supersede.end(record.request_id)
             self._finish(record, client)
 
     async def _prepare(self, scope: dict, receive, record: RequestRecord) -> Call:
@@ -138,8 +147,9 @@ class InferenceHandler:
             pools, hints.body = fim.pools, fim.payload
         batch = (header(scope, b"x-switchyard-priority") or b"").lower() == b"batch"
         use_cache = (header(scope, OPT_OUT_HEADER) or b"").lower() != b"no"
+        editor_session = session_of(state, scope, record.endpoint, key, tenant, payload, batch)
         return Call(record.endpoint, key, tenant, pools, hints.body, hints, batch, use_cache, raw=raw, parsed=payload,
-                    texts=texts, fim=fim)
+                    texts=texts, fim=fim, session=editor_session)
 
     async def _admitted(self, call: Call, client: ClientStream, record: RequestRecord) -> None:
         """Take the limits' reservation, then serve; the reservation is settled whatever happens.

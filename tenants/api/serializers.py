@@ -10,7 +10,8 @@ from tenants.roles import Perm, Role
 class TenantSerializer(serializers.ModelSerializer):
     class Meta:
         model = Tenant
-        fields = ["slug", "name", "status", "region", "isolation", "redaction_mode", "created_at", "updated_at"]
+        fields = ["slug", "name", "status", "region", "isolation", "redaction_mode", "cancel_superseded", "created_at",
+                  "updated_at"]
         read_only_fields = fields
 
 
@@ -45,11 +46,13 @@ class TenantCreatedSerializer(TenantSerializer):
 
 
 class TenantUpdateSerializer(serializers.Serializer):
-    """Tenant admins may rename their tenant and choose its redaction mode; region and isolation are the
-    platform's call."""
+    """Tenant admins may rename their tenant and choose its redaction mode and supersession setting; region and
+    isolation are the platform's call."""
 
     name = serializers.CharField(max_length=200, required=False)
     redaction_mode = serializers.ChoiceField(choices=RedactionMode.choices, required=False)
+    cancel_superseded = serializers.BooleanField(
+        required=False, help_text="Cancel an editor session's older interactive completion when a newer one arrives.")
 
 
 class PlatformTenantUpdateSerializer(TenantUpdateSerializer):

@@ -90,6 +90,7 @@ ROWS = [
      "status", MANAGE),
     ("quota-update", "POST", lambda c, w, me: c.post(url("quota-update", A), {"requests_per_minute": "90"}),
      "status", MANAGE),
+    ("tenant-supersession", "POST", lambda c, w, me: c.post(url("tenant-supersession", A), {}), "status", MANAGE),
     ("member-add", "POST", lambda c, w, me: c.post(url("member-add", A), {"email": "c@example.test", "role": "viewer"}),
      "status", MANAGE),
     ("member-role", "POST", lambda c, w, me: c.post(url("member-role", A, w.target_dev.pk), {"role": "viewer"}),
