@@ -16,6 +16,7 @@ from datetime import timedelta
 
 import httpx
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from controlplane.change_bus import publish_signals
@@ -123,13 +124,21 @@ def _check_starting(instance: Instance, backend, result: Probe) -> str:
         fail_instance(instance.pk, f"port {instance.port} answers, but not from this instance's engine")
         return "port-taken"
     if result.ok:
-        try_transition(instance.pk, S.READY)
+        if try_transition(instance.pk, S.READY) is not None:
+            _warm_up_soon(instance.pk)
         return "ready"
     deadline = backend.start_deadline_seconds
     if instance.starting_at is not None and timezone.now() - instance.starting_at > timedelta(seconds=deadline):
         fail_instance(instance.pk, f"not healthy within the {deadline:.0f} s start-up deadline")
         return "start-timeout"
     return "starting"
+
+
+def _warm_up_soon(instance_id: int) -> None:
+    """The engine's first request is its slowest: the fleet sends it, not a user (fleet/warmup.py)."""
+    from fleet.tasks import warm_up
+
+    transaction.on_commit(lambda: warm_up.delay(instance_id))
 
 
 def _count_failure(instance: Instance, result: Probe) -> str:
