@@ -41,14 +41,26 @@ def probe(endpoint_url: str, client: httpx.Client) -> Probe:
     """GET /health then /metrics, each bounded by the probe timeout."""
     try:
         health = client.get(endpoint_url + "/health")
-        if health.status_code != 200:
-            return Probe(False, f"/health answered {health.status_code}")
-        scraped = client.get(endpoint_url + "/metrics")
-        return Probe(True, metrics=metrics.summarize(scraped.text) if scraped.status_code == 200 else None)
     except httpx.TimeoutException:
         return Probe(False, "probe timed out (engine hung?)")
-    except (httpx.HTTPError, ValueError) as exc:
+    except httpx.HTTPError as exc:
         return Probe(False, f"probe failed: {type(exc).__name__}: {exc}"[:500])
+    if health.status_code != 200:
+        return Probe(False, f"/health answered {health.status_code}")
+    return Probe(True, metrics=scrape(endpoint_url, client))
+
+
+def scrape(endpoint_url: str, client: httpx.Client) -> dict | None:
+    """The engine's metrics, or None (the last ones stay) when they do not come in time or do not parse.
+
+    Only /health decides whether an engine is healthy: a busy engine renders its metrics slowly, and a
+    slow scrape counted as a failed probe took healthy engines out of service exactly under load."""
+    try:
+        scraped = client.get(endpoint_url + "/metrics")
+        return metrics.summarize(scraped.text) if scraped.status_code == 200 else None
+    except (httpx.HTTPError, ValueError) as exc:
+        logger.info("metrics of %s not scraped: %s: %s", endpoint_url, type(exc).__name__, exc)
+        return None
 
 
 def new_client() -> httpx.Client:
