@@ -17,7 +17,8 @@ import pytest
 from fleet.models import Instance, InstanceRole
 from fleet.transitions import set_role
 from tests.gateway_app.conftest import MODEL, wait_for
-from tests.gateway_app.helpers import add_deployment, generous_key, make_model_version, usage_rows
+from tests.gateway_app.helpers import EchoEngine, add_deployment, generous_key, make_model_version, usage_rows
+from tests.gateway_app.scripted_engine import ScriptedEngine
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CLIENTS = 12
@@ -83,3 +84,33 @@ def test_promoting_and_demoting_under_a_burst_answers_every_request(gateway, ten
     assert len(burst.answers) > 4 * CLIENTS
     failed = [(r.status_code, r.outcome, r.instance_id) for r in usage_rows(model_name=MODEL) if r.status_code >= 500]
     assert failed == []
+
+
+def test_a_request_whose_only_engine_fails_is_retried_on_an_engine_promoted_meanwhile(gateway, tenant_a):
+    """A request that arrived while its deployment had one serving engine, which then failed before answering,
+    is retried on the routing of now: an engine promoted in the meantime serves it (before, it got a 502:
+    the retry looked only at the engines routable when the request arrived)."""
+    failing, promoted = ScriptedEngine(), EchoEngine(MODEL)
+    try:
+        deployment = add_deployment(make_model_version(MODEL), tenant=None, name="retry-now",
+                                    urls=[failing.url, promoted.url])
+        warm = Instance.objects.get(deployment=deployment, endpoint_url=promoted.url)
+        set_role(warm.pk, InstanceRole.WARM)
+        server = gateway()
+        server.wait_synced()
+        key = generous_key(tenant_a)
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(server.post, "/v1/completions", key,
+                                 {"model": MODEL, "prompt": "closes-after-2s", "max_tokens": 1})
+            assert wait_for(lambda: failing.requests.get("closes-after-2s"), timeout=10)
+            set_role(warm.pk, InstanceRole.SERVING)  # while the only engine holds the request
+            server.wait_synced()
+            response = answer.result(timeout=60)
+        assert response.status_code == 200, response.text
+        assert len(promoted.bodies) == 1
+        (row,) = wait_for(lambda: usage_rows(model_name=MODEL), timeout=10)
+        assert (row.instance_id, row.retried_instance_id) == (warm.pk, Instance.objects.get(
+            deployment=deployment, endpoint_url=failing.url).pk)
+    finally:
+        failing.stop()
+        promoted.stop()
