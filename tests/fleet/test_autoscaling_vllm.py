@@ -92,9 +92,11 @@ class Burst:
             while not self.stop.is_set():
                 with client.stream("POST", self.url, json=body) as answer:
                     text = answer.read()
-                    self.answers.append(answer.status_code)
-                    if answer.status_code != 200:
-                        self.errors.append((time.time(), answer.status_code, text[:500]))
+                    # A stream that failed after its 200 went out ends with an error event: not an answer either.
+                    failed = answer.status_code != 200 or b'data: {"error"' in text or b"data: [DONE]" not in text
+                    self.answers.append(500 if failed and answer.status_code == 200 else answer.status_code)
+                    if failed:
+                        self.errors.append((time.time(), answer.status_code, text[-500:]))
 
 
 # The worker as on a loaded 2-core host (CI runs this after the whole suite; other sessions share the cores):
@@ -119,8 +121,8 @@ def burst_report(burst: "Burst", gateway, deployment) -> str:
     """Every answer but a 200 and what the gateway counted (failed engine calls by kind, retries)."""
     from tests.gateway_app.helpers import usage_rows
 
-    failed = [(f"{r.occurred_at:%H:%M:%S.%f}", r.status_code, r.outcome, r.instance_id, r.retried_instance_id)
-              for r in usage_rows(model_name=MODEL) if r.status_code >= 500]
+    failed = [(f"{r.occurred_at:%H:%M:%S.%f}", r.status_code, r.outcome, r.instance_id, r.retried_instance_id,
+               r.ttft_ms) for r in usage_rows(model_name=MODEL) if r.status_code >= 500 or r.outcome != "ok"]
     counted = [line for line in gateway.metrics().splitlines()
                if line.startswith(("switchyard_gateway_upstream_errors", "switchyard_gateway_retries",
                                    "switchyard_gateway_ejections"))]
@@ -165,8 +167,10 @@ def test_wake_from_zero_promote_a_warm_engine_in_a_burst_then_back_down_to_zero(
             up = wait_until(lambda: ScalingDecision.objects.filter(deployment=deployment, action="up",
                                                                    rule="queue").first(),
                             lambda: f"a scale-up on the engine's queue; {demand_report(deployment)}", timeout=420)
-            served = wait_until(lambda: usage_rows(model_name=MODEL, instance_id=warm.pk, status_code=200),
-                                "a request served by the promoted engine", timeout=60)
+            served = wait_until(lambda: usage_rows(model_name=MODEL, instance_id=warm.pk, outcome="ok",
+                                                   ttft_ms__isnull=False),
+                                lambda: f"the promoted engine serving; {burst_report(burst, gateway, deployment)}",
+                                timeout=60)
         assert set(burst.answers) == {200}, burst_report(burst, gateway, deployment)
         # The rule read the whole up-window's queue (its reason); `signals` is only the latest sample.
         assert (up.from_serving, up.to_serving) == (1, 2) and "waiting per instance > 2" in up.reason, up.reason
