@@ -312,7 +312,7 @@ class InferenceHandler:
             state.balancer.succeeded(upstream)
             state.balancer.observe_ttft(upstream, time.monotonic() - sent)
             record.prompt_tokens = estimate  # until the engine's usage says otherwise
-            await self._relay(call, response, client, record, token_cap, first)
+            await self._relay(call, response, client, record, token_cap, first, sent + state.timeouts.first_byte)
             return None
         except UpstreamFailure as failure:
             if failure.kind == FALLBACK_BUDGET:
@@ -334,7 +334,7 @@ class InferenceHandler:
             return call.raw  # nothing to add, remove or redact: re-encoding would give the same request
         return upstream_body(payload, salt=salt, priority=priority)
 
-    async def _relay(self, call: Call, response, client: ClientStream, record, token_cap, first) -> None:
+    async def _relay(self, call: Call, response, client: ClientStream, record, token_cap, first, first_by) -> None:
         idle = self.state.timeouts.idle
         try:
             if not call.payload.get("stream"):
@@ -346,7 +346,7 @@ class InferenceHandler:
                              strip_running_usage=token_cap is not None and not wants_continuous_usage(original),
                              prompts=call.work.prompts,  # type: ignore[union-attr]  # admission set it
                              choices_per_prompt=call.payload.get("n") or 1)
-            await relay_stream(response, client, record, relay, idle, first)
+            await relay_stream(response, client, record, relay, idle, first, first_by)
             if relay.cut:
                 record.outcome = "rate_limited"
         finally:

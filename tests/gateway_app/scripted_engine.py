@@ -45,6 +45,8 @@ CLOSE = None  # a step that closes the connection (no answer, or none left)
 ANSWERS = {
     # An engine that takes the request, then drops the connection before any answer (it died, it restarts).
     "closes-after-2s": ((2.0, CLOSE),),
+    # A stream queued in the engine: its headers at once (as vLLM sends them), its first token 3 s later.
+    "stream-queued-3s": (SSE_HEAD, (3.0, chunk(token_event("def")) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")),
     "vllm-context": vllm_error(400, CONTEXT, "BadRequestError", "input_tokens"),
     "vllm-validation": vllm_error(400, "1 validation error:\n  {'type': 'int_parsing', 'loc': ('body', 'max_tokens'), "
                                        "'msg': 'Input should be a valid integer', 'input': 'x'}",
