@@ -1,6 +1,9 @@
 """A fresh vLLM engine's first requests, with and without the fleet's warm-up request (fleet/warmup.py).
 
-    /work/vllm-slot .venv/bin/python -m bench engine_warmup     # BENCH_WARMUP_CLIENTS (12)
+    BENCH_VLLM=1 /work/vllm-slot .venv/bin/python -m bench engine_warmup     # BENCH_WARMUP_CLIENTS (12)
+
+It starts real vLLM engines (~3 GB each), so it runs only when asked (BENCH_VLLM=1), never as part of
+`make bench`; on a shared host run it under the host's slot limiter.
 
 Real CPU vLLM engines (tiny-coder, the registry's flags; .venv-engine), started side by side, then
 left idle. Engine A gets a burst of CLIENTS concurrent streamed completions as its very first
@@ -90,6 +93,9 @@ def _warm_up(url: str, model: str) -> float:
 
 
 def main() -> None:
+    if os.environ.get("BENCH_VLLM") != "1":
+        print("skipped: it starts real vLLM engines; set BENCH_VLLM=1 to run it")
+        return
     _setup_django()
     from django.conf import settings
     from django.core.management import call_command
