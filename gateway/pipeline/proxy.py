@@ -1,7 +1,8 @@
 """Calling an engine and relaying its answer: failover before the first byte, never after.
 
 Timeouts: connect (the session's), first byte (until the engine's response headers — for a
-non-streaming request that is the whole generation), idle (between body reads).
+non-streaming request that is the whole generation — and, for a stream, until its first event),
+idle (between body reads after that).
 The engine's errors never reach the client as they are: every non-2xx answer, and an error event
 that ends a stream, is re-shaped into OpenAI's error body (gateway/pipeline/engine_errors.py).
 """
