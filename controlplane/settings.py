@@ -407,6 +407,9 @@ SWITCHYARD_FLEET_BACKOFF_MAX_SECONDS = env_int("SWITCHYARD_FLEET_BACKOFF_MAX_SEC
 SWITCHYARD_FLEET_STABLE_SECONDS = env_int("SWITCHYARD_FLEET_STABLE_SECONDS", 600, minimum=0)
 SWITCHYARD_FLEET_HEALTH_FAILURES = env_int("SWITCHYARD_FLEET_HEALTH_FAILURES", 3, minimum=1, maximum=100)
 SWITCHYARD_FLEET_PROBE_TIMEOUT_SECONDS = env_float("SWITCHYARD_FLEET_PROBE_TIMEOUT_SECONDS", 2.0)
+# The one request the fleet sends an engine that just became ready (fleet/warmup.py): how long it may take.
+SWITCHYARD_FLEET_WARM_UP_TIMEOUT_SECONDS = env_int("SWITCHYARD_FLEET_WARM_UP_TIMEOUT_SECONDS", 60,
+                                                   minimum=1, maximum=120)
 # Engines probed at once in a health pass, and the longest a pass may hold its lease (the task's time limit).
 SWITCHYARD_FLEET_PROBE_CONCURRENCY = env_int("SWITCHYARD_FLEET_PROBE_CONCURRENCY", 16, minimum=1, maximum=256)
 SWITCHYARD_FLEET_HEALTH_PASS_SECONDS = 60

@@ -16,6 +16,7 @@ from datetime import timedelta
 
 import httpx
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from controlplane.change_bus import publish_signals
@@ -40,14 +41,26 @@ def probe(endpoint_url: str, client: httpx.Client) -> Probe:
     """GET /health then /metrics, each bounded by the probe timeout."""
     try:
         health = client.get(endpoint_url + "/health")
-        if health.status_code != 200:
-            return Probe(False, f"/health answered {health.status_code}")
-        scraped = client.get(endpoint_url + "/metrics")
-        return Probe(True, metrics=metrics.summarize(scraped.text) if scraped.status_code == 200 else None)
     except httpx.TimeoutException:
         return Probe(False, "probe timed out (engine hung?)")
-    except (httpx.HTTPError, ValueError) as exc:
+    except httpx.HTTPError as exc:
         return Probe(False, f"probe failed: {type(exc).__name__}: {exc}"[:500])
+    if health.status_code != 200:
+        return Probe(False, f"/health answered {health.status_code}")
+    return Probe(True, metrics=scrape(endpoint_url, client))
+
+
+def scrape(endpoint_url: str, client: httpx.Client) -> dict | None:
+    """The engine's metrics, or None (the last ones stay) when they do not come in time or do not parse.
+
+    Only /health decides whether an engine is healthy: a busy engine renders its metrics slowly, and a
+    slow scrape counted as a failed probe took healthy engines out of service exactly under load."""
+    try:
+        scraped = client.get(endpoint_url + "/metrics")
+        return metrics.summarize(scraped.text) if scraped.status_code == 200 else None
+    except (httpx.HTTPError, ValueError) as exc:
+        logger.info("metrics of %s not scraped: %s: %s", endpoint_url, type(exc).__name__, exc)
+        return None
 
 
 def new_client() -> httpx.Client:
@@ -123,13 +136,21 @@ def _check_starting(instance: Instance, backend, result: Probe) -> str:
         fail_instance(instance.pk, f"port {instance.port} answers, but not from this instance's engine")
         return "port-taken"
     if result.ok:
-        try_transition(instance.pk, S.READY)
+        if try_transition(instance.pk, S.READY) is not None:
+            _warm_up_soon(instance.pk)
         return "ready"
     deadline = backend.start_deadline_seconds
     if instance.starting_at is not None and timezone.now() - instance.starting_at > timedelta(seconds=deadline):
         fail_instance(instance.pk, f"not healthy within the {deadline:.0f} s start-up deadline")
         return "start-timeout"
     return "starting"
+
+
+def _warm_up_soon(instance_id: int) -> None:
+    """The engine's first request is its slowest: the fleet sends it, not a user (fleet/warmup.py)."""
+    from fleet.tasks import warm_up
+
+    transaction.on_commit(lambda: warm_up.delay(instance_id))
 
 
 def _count_failure(instance: Instance, result: Probe) -> str:

@@ -5,6 +5,7 @@ from fleet import health, stopping
 from fleet import reconcile as reconciling
 
 DRAIN_POLL_SECONDS = 2
+WARM_UP_TIME_LIMIT = 130  # past SWITCHYARD_FLEET_WARM_UP_TIMEOUT_SECONDS' largest value (120)
 
 
 @shared_task(name="fleet.reconcile", time_limit=120, soft_time_limit=100, acks_late=True)
@@ -47,6 +48,14 @@ def drain(instance_id: int) -> dict:
     if not done:
         drain.apply_async((instance_id,), countdown=DRAIN_POLL_SECONDS)
     return {"instance": instance_id, "done": done}
+
+
+@shared_task(name="fleet.warm_up", time_limit=WARM_UP_TIME_LIMIT, soft_time_limit=WARM_UP_TIME_LIMIT - 5)
+def warm_up(instance_id: int) -> dict:
+    """One small request to an engine that just became ready, so a user's is never its first (fleet/warmup.py)."""
+    from fleet import warmup
+
+    return warmup.warm_up(instance_id)
 
 
 @shared_task(name="fleet.autoscale", time_limit=30, soft_time_limit=25)

@@ -7,7 +7,8 @@ CPU per call on this project's 2-core machines, the single largest item in the g
 - one `POST`/`GET` written in one `write`, the response parsed by httptools (llhttp, C);
 - keep-alive connections per engine, reused LIFO, dropped after `keepalive_seconds` idle (below
   uvicorn's 5 s, so the engine does not close one under us); a reused connection that turns out
-  to be closed before any response byte is retried once on a fresh one (the engine never saw it);
+  to be closed before any response byte is retried once on a new connection, never on another idle
+  one (the engine never saw it; idle connections age together, so the next may be just as stale);
 - the body read whole (`read`) or chunk by chunk (`readany`, SSE), with back-pressure: reading
   from the engine pauses while more than `HIGH_WATER` bytes wait for a slow client;
 - `close()` before the response is complete closes the connection, which is how vLLM learns to
@@ -319,7 +320,9 @@ class UpstreamClient:
             parts.append(body)
             message = b"".join(parts)
         for attempt in (1, 2):
-            conn = pool.take_idle()
+            # The retry after a stale connection opens a new one: the other idle ones went idle about as
+            # long ago, so on a loaded host the engine may have closed them too.
+            conn = pool.take_idle() if attempt == 1 else None
             reused = conn is not None
             # An idle connection knows its loop.
             loop = conn.loop if reused else asyncio.get_running_loop()  # type: ignore[union-attr]  # reused: idle one

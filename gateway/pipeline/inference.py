@@ -293,10 +293,12 @@ class InferenceHandler:
 
         With a fallback `budget`, an engine that misses it raises its `UpstreamFailure` to `_serve`.
         """
-        state, failure = self.state, None
+        state, failure, pools = self.state, None, call.pools
         tried: set[int] = set()
         for attempt in range(2):
-            upstream = state.balancer.choose(call.pools, call.hints, tried)
+            if attempt:  # the routing may have changed since the request arrived (a promotion, a demotion)
+                pools = self._pools_now(call)
+            upstream = state.balancer.choose(pools, call.hints, tried)
             if upstream is None:
                 break
             if attempt:
@@ -304,7 +306,7 @@ class InferenceHandler:
                 record.retried_instance_id = record.instance_id  # its failure counts against its version
             tried.add(upstream.instance_id)
             record.instance_id, record.model_version_id = upstream.instance_id, upstream.model_version_id
-            failure = await self._try(call, upstream, client, record, estimate, token_cap, budget)
+            failure = await self._try(call, pools, upstream, client, record, estimate, token_cap, budget)
             if failure is None or not failure.retryable:
                 break
         if failure is not None and failure.kind == FALLBACK_BUDGET:
@@ -314,13 +316,18 @@ class InferenceHandler:
         if not tried:
             raise errors.no_capacity(record.model_name)
 
-    async def _try(self, call, upstream, client, record, estimate, token_cap, budget) -> UpstreamFailure | None:
+    def _pools_now(self, call: Call) -> tuple[Pool, ...]:
+        """The request's pools in the current snapshot (its own if the model is gone from it): a retry goes to
+        an engine promoted since the request arrived, and never to one demoted or stopped since."""
+        return self.state.snapshot.pools_for(call.tenant.id, call.hints.model) or call.pools
+
+    async def _try(self, call, pools, upstream, client, record, estimate, token_cap, budget) -> UpstreamFailure | None:
         """One engine call; returns the failure to act on (None once the answer went out)."""
         state = self.state
         state.balancer.acquire(upstream)
         state.demand.enter(upstream.deployment_id, record)
         try:
-            body, sent = self._encode(call, upstream), time.monotonic()
+            body, sent = self._encode(call, pools, upstream), time.monotonic()
             response = await open_upstream(state.upstream, upstream, call.kind, body, record.request_id,
                                            state.timeouts, budget)
             first = None
@@ -329,7 +336,7 @@ class InferenceHandler:
             state.balancer.succeeded(upstream)
             state.balancer.observe_ttft(upstream, time.monotonic() - sent)
             record.prompt_tokens = estimate  # until the engine's usage says otherwise
-            await self._relay(call, response, client, record, token_cap, first)
+            await self._relay(call, response, client, record, token_cap, first, sent + state.timeouts.first_byte)
             return None
         except UpstreamFailure as failure:
             if failure.kind == FALLBACK_BUDGET:
@@ -343,8 +350,7 @@ class InferenceHandler:
             state.balancer.release(upstream)
             state.demand.leave(upstream.deployment_id, record)
 
-    def _encode(self, call: Call, upstream) -> bytes:
-        pools = call.pools
+    def _encode(self, call: Call, pools: tuple[Pool, ...], upstream) -> bytes:
         pool = pools[0] if len(pools) == 1 else next(p for p in pools if p.deployment_id == upstream.deployment_id)
         priority = BATCH_PRIORITY if call.batch and pool.supports_priority else None
         salt = call.tenant.cache_salt if upstream.shared else None
@@ -353,7 +359,7 @@ class InferenceHandler:
             return call.raw  # nothing to add, remove or redact: re-encoding would give the same request
         return upstream_body(payload, salt=salt, priority=priority)
 
-    async def _relay(self, call: Call, response, client: ClientStream, record, token_cap, first) -> None:
+    async def _relay(self, call: Call, response, client: ClientStream, record, token_cap, first, first_by) -> None:
         idle = self.state.timeouts.idle
         try:
             if not call.payload.get("stream"):
@@ -365,7 +371,7 @@ class InferenceHandler:
                              strip_running_usage=token_cap is not None and not wants_continuous_usage(original),
                              prompts=call.work.prompts,  # type: ignore[union-attr]  # admission set it
                              choices_per_prompt=call.payload.get("n") or 1)
-            await relay_stream(response, client, record, relay, idle, first)
+            await relay_stream(response, client, record, relay, idle, first, first_by)
             if relay.cut:
                 record.outcome = "rate_limited"
         finally:

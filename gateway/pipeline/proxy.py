@@ -1,7 +1,8 @@
 """Calling an engine and relaying its answer: failover before the first byte, never after.
 
 Timeouts: connect (the session's), first byte (until the engine's response headers — for a
-non-streaming request that is the whole generation), idle (between body reads).
+non-streaming request that is the whole generation — and, for a stream, until its first event),
+idle (between body reads after that).
 The engine's errors never reach the client as they are: every non-2xx answer, and an error event
 that ends a stream, is re-shaped into OpenAI's error body (gateway/pipeline/engine_errors.py).
 """
@@ -11,6 +12,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass
 
 from gateway import errors
@@ -179,10 +181,13 @@ def usage_of(body: bytes) -> dict | None:
 
 
 async def relay_stream(response: UpstreamResponse, client: ClientStream, record, relay: SseRelay,
-                       idle: float, first: bytes | None = None) -> None:
+                       idle: float, first: bytes | None = None, first_by: float | None = None) -> None:
     """SSE pass-through; ends the stream itself on an idle timeout, engine error or token cap.
 
     `first` is the body's first chunk when it was already read (to meet a fallback budget).
+    `first_by` (time.monotonic()) bounds the wait for the first chunk instead of `idle`: an engine sends a
+    stream's headers at once and its first event with the first token, so a request waiting in the engine's
+    queue is still before its first byte (the first-byte timeout's), not idle between tokens.
     """
     if response.status != 200:  # the engine refused the request (4xx): its error, re-shaped
         await relay_json(response, client, record, idle)
@@ -193,7 +198,7 @@ async def relay_stream(response: UpstreamResponse, client: ClientStream, record,
             502, "upstream_error", "The model server's answer was not an event stream."))
     await client.start(200, SSE_HEADERS)
     try:
-        await _pump(response, client, record, relay, idle, first)
+        await _pump(response, client, record, relay, idle, first, first_by)
     except TimeoutError:
         await _end_with_error(client, relay, 504, "upstream_timeout", "The model server stopped sending.")
         raise UpstreamFailure("idle_timeout", False, errors.upstream_timeout()) from None
@@ -220,11 +225,13 @@ async def relay_stream(response: UpstreamResponse, client: ClientStream, record,
         await client.body(b"", False)
 
 
-async def _pump(response, client: ClientStream, record, relay: SseRelay, idle: float, first: bytes | None) -> None:
+async def _pump(response, client: ClientStream, record, relay: SseRelay, idle: float, first: bytes | None,
+                first_by: float | None) -> None:
     chunk = first
     while True:
         if chunk is None:
-            async with asyncio.timeout(idle):
+            wait = idle if first_by is None or record.ttft_ms is not None else max(idle, first_by - time.monotonic())
+            async with asyncio.timeout(wait):
                 chunk = await response.readany()
         if not chunk:
             return

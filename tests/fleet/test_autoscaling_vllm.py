@@ -9,6 +9,7 @@ once (max_replicas 2), so the pool cannot refill behind the promotion here: reco
 covered on simulators (tests/fleet/test_roles.py and test_reconcile_simulator.py).
 """
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -39,21 +40,6 @@ pytestmark = [
 ]
 
 
-def inference_key(tenant) -> str:
-    """A key whose tenant and key limits are the largest a policy accepts: the burst is never refused."""
-    from apikeys.scopes import Scope
-    from apikeys.services import create_api_key
-    from quotas.models import LIMIT_BOUNDS, QuotaPolicy
-    from quotas.services import create_quota_policy, update_quota_policy
-
-    generous = {name: LIMIT_BOUNDS[name] for name in ("requests_per_minute", "tokens_per_minute",
-                                                      "max_concurrent_requests")}
-    update_quota_policy(QuotaPolicy.objects.get(tenant=tenant, api_key=None, user=None), actor=FLEET, **generous)
-    minted = create_api_key(tenant=tenant, name="burst", scopes=[Scope.INFERENCE], actor=FLEET)
-    create_quota_policy(tenant=tenant, api_key=minted.api_key, actor=FLEET, **generous)
-    return minted.raw
-
-
 def sleeping_deployment(tenant) -> Deployment:
     from models_registry.services import ensure_tiny_coder
 
@@ -64,7 +50,8 @@ def sleeping_deployment(tenant) -> Deployment:
     # (the idle period before zero stays long until the burst is over: see step 4).
     services.set_scaling_policy(deployment, actor=FLEET, enabled=True, queue_per_instance=2, up_window_seconds=5,
                                 cooldown_up_seconds=5, idle_window_seconds=15, cooldown_down_seconds=10,
-                                low_water_per_instance=1.0, zero_after_idle_seconds=900, wake_timeout_seconds=900)
+                                low_water_per_instance=1.0, zero_after_idle_seconds=900,
+                                wake_timeout_seconds=COLD_START_WAIT_SECONDS)
     return Deployment.objects.get(pk=deployment.pk)
 
 
@@ -84,16 +71,18 @@ class Burst:
         self.url, self.key = gateway_url + "/v1/completions", key
         self.stop = threading.Event()
         self.answers: list[int] = []
+        self.errors: list[tuple[float, int, bytes]] = []  # (when, status, body) of every answer but a 200
         self.pool = ThreadPoolExecutor(BURST_CLIENTS)
 
     def __enter__(self):
-        for _ in range(BURST_CLIENTS):
-            self.pool.submit(self._client)
+        self.clients = [self.pool.submit(self._client) for _ in range(BURST_CLIENTS)]
         return self
 
     def __exit__(self, *exc):
         self.stop.set()
         self.pool.shutdown(wait=True)
+        for client in self.clients:
+            client.result()  # a client that crashed fails the journey
 
     def _client(self) -> None:
         # Streamed, so a usage record's TTFT is the first token, not the end of a 400-token answer.
@@ -102,30 +91,60 @@ class Burst:
         with httpx.Client(timeout=120, headers={"authorization": f"Bearer {self.key}"}) as client:
             while not self.stop.is_set():
                 with client.stream("POST", self.url, json=body) as answer:
-                    answer.read()
-                    self.answers.append(answer.status_code)
+                    text = answer.read()
+                    # A stream that failed after its 200 went out ends with an error event: not an answer either.
+                    failed = answer.status_code != 200 or b'data: {"error"' in text or b"data: [DONE]" not in text
+                    self.answers.append(500 if failed and answer.status_code == 200 else answer.status_code)
+                    if failed:
+                        self.errors.append((time.time(), answer.status_code, text[-500:]))
 
 
-# Known broken since the rollouts merge (issue 16 stays open): in 3 runs on a quiet host it failed three
-# different ways — no queue scale-up within 180 s, a decision whose latest sample read 0 waiting, one 502
-# among the burst's answers during the promotion. Run, reported (XFAIL / XPASS), not yet a gate of CI;
-# the stop note of 2026-12-05 says so and the next session starts here.
-@pytest.mark.xfail(strict=False, reason="issue 16: unstable after the rollouts merge (502 during promotion)")
+# The worker as on a loaded 2-core host (CI runs this after the whole suite; other sessions share the cores):
+# engines may take minutes past vLLM's ~45 s to start, and a busy engine's /health may answer slower than the
+# product's 2-s probe timeout. Neither is what this journey proves, so neither may end it.
+LOADED_HOST = {"SWITCHYARD_FLEET_START_DEADLINE_SECONDS": "1200", "SWITCHYARD_FLEET_PROBE_TIMEOUT_SECONDS": "5"}
+COLD_START_WAIT_SECONDS = 1500
+
+
+def demand_report(deployment) -> str:
+    """What the autoscaler saw (its latest samples) and each instance's health, for a failure message."""
+    from fleet.models import DemandSample
+
+    samples = [(f"{s.at:%H:%M:%S}", s.serving, s.warm, s.waiting, s.running)
+               for s in DemandSample.objects.filter(deployment=deployment).order_by("-at")[:12]]
+    instances = list(Instance.objects.filter(deployment=deployment).values_list(
+        "pk", "role", "state", "last_health_at", "last_health_error", "failure_reason"))
+    return f"samples (at, serving, warm, waiting, running), newest first: {samples}; instances: {instances}"
+
+
+def burst_report(burst: "Burst", gateway, deployment) -> str:
+    """Every answer but a 200 and what the gateway counted (failed engine calls by kind, retries)."""
+    from tests.gateway_app.helpers import usage_rows
+
+    failed = [(f"{r.occurred_at:%H:%M:%S.%f}", r.status_code, r.outcome, r.instance_id, r.retried_instance_id,
+               r.ttft_ms) for r in usage_rows(model_name=MODEL) if r.status_code >= 500 or r.outcome != "ok"]
+    counted = [line for line in gateway.metrics().splitlines()
+               if line.startswith(("switchyard_gateway_upstream_errors", "switchyard_gateway_retries",
+                                   "switchyard_gateway_ejections"))]
+    return f"answers: {burst.errors}; usage rows: {failed}; gateway: {counted}; {demand_report(deployment)}"
+
+
+@pytest.mark.parametrize("celery_worker", [LOADED_HOST], indirect=True, ids=["loaded-host"])
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("celery_worker")
 def test_wake_from_zero_promote_a_warm_engine_in_a_burst_then_back_down_to_zero(tenant_a):
     from openai import OpenAI
 
-    from tests.gateway_app.helpers import GatewayServer, usage_rows
+    from tests.gateway_app.helpers import GatewayServer, generous_key, usage_rows
 
     ensure_tiny_model()
-    key = inference_key(tenant_a)
+    key = generous_key(tenant_a)
     deployment = sleeping_deployment(tenant_a)
     assert deployment.serving_target == 0 and engine_pids() == {}
     gateway = GatewayServer.start()
     try:
         gateway.wait_until_serving(key, MODEL)  # listed while asleep: it wakes on request
-        client = OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0, timeout=900)
+        client = OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0, timeout=COLD_START_WAIT_SECONDS)
 
         # 1. A request wakes it: held while the fleet cold-starts an engine, then served.
         woke = client.completions.with_raw_response.create(model=MODEL, prompt="def add(a, b):", max_tokens=8)
@@ -138,7 +157,8 @@ def test_wake_from_zero_promote_a_warm_engine_in_a_burst_then_back_down_to_zero(
         print(f"\nwoken from zero: the request waited {waited / 1000:.1f} s (header and usage record)")
 
         # 2. The pool fills behind it: one warm engine, started and healthy, not routed.
-        warm = wait_until(lambda: by_role(deployment.pk, InstanceRole.WARM), "a ready warm engine", timeout=900)[0]
+        warm = wait_until(lambda: by_role(deployment.pk, InstanceRole.WARM), "a ready warm engine",
+                          timeout=COLD_START_WAIT_SECONDS)[0]
         serving = by_role(deployment.pk, InstanceRole.SERVING)[0]
         assert set(engine_pids()) == {warm.pk, serving.pk}
 
@@ -146,10 +166,12 @@ def test_wake_from_zero_promote_a_warm_engine_in_a_burst_then_back_down_to_zero(
         with Burst(gateway.url, key) as burst:
             up = wait_until(lambda: ScalingDecision.objects.filter(deployment=deployment, action="up",
                                                                    rule="queue").first(),
-                            "a scale-up on the engine's queue", timeout=420)  # probes of busy CPU engines are slow
-            served = wait_until(lambda: usage_rows(model_name=MODEL, instance_id=warm.pk, status_code=200),
-                                "a request served by the promoted engine", timeout=60)
-        assert set(burst.answers) == {200}
+                            lambda: f"a scale-up on the engine's queue; {demand_report(deployment)}", timeout=420)
+            served = wait_until(lambda: usage_rows(model_name=MODEL, instance_id=warm.pk, outcome="ok",
+                                                   ttft_ms__isnull=False),
+                                lambda: f"the promoted engine serving; {burst_report(burst, gateway, deployment)}",
+                                timeout=60)
+        assert set(burst.answers) == {200}, burst_report(burst, gateway, deployment)
         # The rule read the whole up-window's queue (its reason); `signals` is only the latest sample.
         assert (up.from_serving, up.to_serving) == (1, 2) and "waiting per instance > 2" in up.reason, up.reason
         promotion = first_token_at(min(served, key=first_token_at)) - up.decided_at.timestamp()

@@ -54,8 +54,9 @@ def worker_env(queue: str, log_dir: Path) -> dict:
 
 
 @pytest.fixture
-def celery_worker(tmp_path, fleet_settings):
-    """A real `celery worker -B` on a queue of its own; stopped (whole process group) even on failure."""
+def celery_worker(request, tmp_path, fleet_settings):
+    """A real `celery worker -B` on a queue of its own; stopped (whole process group) even on failure.
+    Parametrized indirectly, its parameter is extra environment for the worker (settings a journey tunes)."""
     from controlplane.celery import app
 
     queue = f"fleet-test-{uuid.uuid4().hex[:8]}"
@@ -65,7 +66,8 @@ def celery_worker(tmp_path, fleet_settings):
     proc = subprocess.Popen(
         [str(REPO / ".venv" / "bin" / "celery"), "-A", "controlplane", "worker", "-B", "-Q", queue,
          "--concurrency", "2", "--schedule", str(tmp_path / "beat-schedule"), "-l", "INFO"],
-        cwd=REPO, env=worker_env(queue, tmp_path / "engines"), stdout=log, stderr=subprocess.STDOUT,
+        cwd=REPO, env={**worker_env(queue, tmp_path / "engines"), **getattr(request, "param", {})}, stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True)
     yield proc
     stop(proc, grace=20)

@@ -114,6 +114,40 @@ def test_a_keep_alive_connection_the_engine_closed_while_idle_is_replaced_withou
     run(scenario)
 
 
+def test_after_a_stale_keep_alive_connection_the_retry_opens_a_fresh_one_not_the_next_idle_one():
+    """Idle connections age together: after a burst the pool holds many, and on a loaded host the engine's
+    keep-alive timer can close them before the gateway notices. Each reused one may be just as stale, so
+    the one retry goes on a new connection — else one request fails on two stale ones (a 502 when its
+    deployment has a single engine to fail over to)."""
+    async def scenario():
+        answered: set = set()
+        both_arrived = asyncio.Event()
+
+        async def once_per_connection(reader, writer, head, body):
+            if writer in answered:  # the keep-alive timer fired as this request arrived: closed unanswered
+                return "close"
+            answered.add(writer)
+            if len(answered) == 2:
+                both_arrived.set()
+            await both_arrived.wait()  # two requests in flight at once: two connections
+            await ok()(reader, writer, head, body)
+
+        async with Server(once_per_connection) as server:
+            client = UpstreamClient(connect_timeout=2)
+
+            async def call():
+                response = await client.post(server.url + "/x", b"{}")
+                body = await response.read()
+                response.close()
+                return body
+
+            assert await asyncio.gather(call(), call()) == [b'{"ok": true}'] * 2
+            assert await call() == b'{"ok": true}'  # both idle connections are stale; the third is fresh
+            await client.close()
+            assert server.connections == 3
+    run(scenario)
+
+
 def test_closing_an_unfinished_response_closes_the_connection_so_the_engine_stops():
     async def scenario():
         async def endless(reader, writer, head, body):

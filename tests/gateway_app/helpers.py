@@ -191,6 +191,21 @@ def add_deployment(version, *, tenant, name: str, urls: list[str], **fields):
     return deployment
 
 
+def generous_key(tenant) -> str:
+    """A raw service key whose tenant and key limits are the largest a policy accepts: a burst is never refused."""
+    from apikeys.scopes import Scope
+    from apikeys.services import create_api_key
+    from quotas.models import LIMIT_BOUNDS, QuotaPolicy
+    from quotas.services import create_quota_policy, update_quota_policy
+
+    generous = {name: LIMIT_BOUNDS[name] for name in ("requests_per_minute", "tokens_per_minute",
+                                                      "max_concurrent_requests")}
+    update_quota_policy(QuotaPolicy.objects.get(tenant=tenant, api_key=None, user=None), actor=SYSTEM, **generous)
+    minted = create_api_key(tenant=tenant, name="burst", scopes=[Scope.INFERENCE], actor=SYSTEM)
+    create_quota_policy(tenant=tenant, api_key=minted.api_key, actor=SYSTEM, **generous)
+    return minted.raw
+
+
 def usage_rows(**filters) -> list:
     from usage.models import UsageEvent
 

@@ -40,8 +40,13 @@ def token_event(text: str) -> bytes:
 CONTEXT = ("This model's maximum context length is 1024 tokens. However, your prompt contains 1400 input tokens, "
            "which exceeds this limit even without any output tokens. Please reduce the length of the input "
            "prompt. (parameter=input_tokens, value=1400)")
-# Each answer: bytes, or (seconds to wait first, bytes) steps.
+CLOSE = None  # a step that closes the connection (no answer, or none left)
+# Each answer: bytes, or (seconds to wait first, bytes or CLOSE) steps.
 ANSWERS = {
+    # An engine that takes the request, then drops the connection before any answer (it died, it restarts).
+    "closes-after-2s": ((2.0, CLOSE),),
+    # A stream queued in the engine: its headers at once (as vLLM sends them), its first token 3 s later.
+    "stream-queued-3s": (SSE_HEAD, (3.0, chunk(token_event("def")) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")),
     "vllm-context": vllm_error(400, CONTEXT, "BadRequestError", "input_tokens"),
     "vllm-validation": vllm_error(400, "1 validation error:\n  {'type': 'int_parsing', 'loc': ('body', 'max_tokens'), "
                                        "'msg': 'Input should be a valid integer', 'input': 'x'}",
@@ -130,6 +135,8 @@ class ScriptedEngine:
                 for step in (script if isinstance(script, tuple) else (script,)):
                     delay, data = step if isinstance(step, tuple) else (0, step)
                     await asyncio.sleep(delay)
+                    if data is CLOSE:
+                        return
                     writer.write(data)
                     await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
