@@ -158,7 +158,9 @@ def test_promote_now_and_rolling_back_a_promoted_rollout_starts_the_reverse(worl
     reverse = services.roll_back_rollout(refresh(rollout), actor=ADMIN)
     assert (reverse.from_version_id, reverse.to_version_id, reverse.reverses_id) == (world.b.pk, world.a.pk,
                                                                                       rollout.pk)
-    assert stepping.step(reverse.pk) == "ramping"  # A was still warm: no engine to wait for
+    # A was still warm: traffic moved back in the call itself, no engine to wait for, no step needed.
+    assert (reverse.state, reverse.weight) == (RolloutState.RAMPING, 1.0)
+    assert roles(world, world.a) == [InstanceRole.SERVING, InstanceRole.SERVING]
     assert stepping.step(reverse.pk) == "promoted"
     assert Deployment.objects.get(pk=world.deployment.pk).model_version_id == world.a.pk
 
