@@ -120,7 +120,8 @@ def grace_cost(rollout: Rollout, now: datetime | None = None) -> dict | None:
     seconds = sum(((min(s.ended_at or end, end) - max(s.started_at, start)).total_seconds() for s in spans), 0.0)
     resource, units = held_resources(rollout.deployment)
     price = PriceHistory().at(now).get(resource)
-    warm_now = 0 if rollout.previous_retired_at else engines.filter(state=InstanceState.READY, role=InstanceRole.WARM).count()
+    warm = engines.filter(state=InstanceState.READY, role=InstanceRole.WARM)
+    warm_now = 0 if rollout.previous_retired_at else warm.count()
     per_second = (price or Decimal(0)) * units / 3600
     return {"engines_warm": warm_now, "warm_seconds": round(seconds, 1),
             "idle_cost_usd": round(float(per_second * Decimal(repr(seconds))), 6),

@@ -47,10 +47,11 @@ def _on_commit(rollout: Rollout) -> None:
 
 def _move_roles(rollout: Rollout) -> None:
     """Promote and demote engines to the weights just saved, in this transaction (before any audit write:
-    reconcile locks instance rows before it writes its own audit events, as every fleet writer does)."""
+    reconcile locks instance rows before it writes its own audit events, as every fleet writer does). Starting
+    and stopping engines stays with the reconcile pass queued on commit."""
     from fleet.reconcile import move_roles
 
-    move_roles(rollout.deployment_id)
+    move_roles(rollout.deployment_id, sizes=False)
 
 
 def _audit(rollout: Rollout, action: str, *, actor: Actor, before: dict | None = None, **extra) -> None:
