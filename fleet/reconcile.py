@@ -49,14 +49,15 @@ def _lock(deployment_id: int) -> Deployment | None:
             .filter(pk=deployment_id).first())
 
 
-def move_roles(deployment_id: int) -> dict | None:
+def move_roles(deployment_id: int, *, sizes: bool = True) -> dict | None:
     """The role and size moves of one pass, now (no launches): a scale-up's promotions are routing changes only,
-    and should not wait for the reconcile task behind the worker's other work."""
-    return _plan(deployment_id)
+    and should not wait for the reconcile task behind the worker's other work. `sizes=False`: promotions and
+    demotions only, in the caller's transaction (a rollout's weight change), creates and drains left to the pass."""
+    return _plan(deployment_id, sizes=sizes)
 
 
 @transaction.atomic
-def _plan(deployment_id: int) -> dict | None:
+def _plan(deployment_id: int, *, sizes: bool = True) -> dict | None:
     deployment = _lock(deployment_id)
     if deployment is None:
         return None
@@ -68,13 +69,14 @@ def _plan(deployment_id: int) -> dict | None:
     for version_id in sorted(targets.keys() | {i.version_id for i in live}):
         target = targets.get(version_id, versions.VersionTarget(0, 0))
         group = [i for i in live if i.version_id == version_id]
-        for name, count in _plan_version(deployment, version_id, group, target).items():
+        for name, count in _plan_version(deployment, version_id, group, target, sizes=sizes).items():
             counts[name] += count
     return counts
 
 
-def _plan_version(deployment: Deployment, version_id: int, live: list[Instance], target) -> dict:
-    """Roles, drains and new instances for one version's live instances."""
+def _plan_version(deployment: Deployment, version_id: int, live: list[Instance], target, *,
+                  sizes: bool = True) -> dict:
+    """Roles, drains and new instances for one version's live instances (roles only without `sizes`)."""
     # A failed engine still being reaped keeps its slot: its replacement waits for the clean-up,
     # so the host never runs both, and then inherits the failed one's back-off.
     reaping = _failed(deployment, version_id).filter(released_at__isnull=True).count()
@@ -85,6 +87,8 @@ def _plan_version(deployment: Deployment, version_id: int, live: list[Instance],
         set_role(pk, InstanceRole.SERVING)
     for pk in plan.demote:
         set_role(pk, InstanceRole.WARM)
+    if not sizes:
+        return {"created": 0, "drained": 0, "promoted": len(plan.promote), "demoted": len(plan.demote)}
     for pk in plan.drain:
         _scale_down(by_pk[pk])
     created = [_create_instance(deployment, version_id, InstanceRole.SERVING) for _ in range(plan.create_serving)]

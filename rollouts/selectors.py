@@ -100,3 +100,32 @@ def ready_instances(rollout: Rollout, version_id: int) -> int:
     from fleet.states import InstanceState
 
     return rollout.deployment.instances.filter(model_version_id=version_id, state=InstanceState.READY).count()
+
+
+def grace_cost(rollout: Rollout, now: datetime | None = None) -> dict | None:
+    """A promoted rollout's old version kept warm (its grace period): engines, warm time and idle cost so far,
+    the hourly rate at today's price and when it is retired. None for a rollout that was not promoted."""
+    from decimal import Decimal
+
+    from fleet.models import Instance, InstanceRole, WarmSpan
+    from fleet.states import InstanceState
+    from usage.cost.prices import PriceHistory, held_resources, unit_of
+
+    if rollout.state != RolloutState.PROMOTED or rollout.promoted_at is None:
+        return None
+    now = now or timezone.now()
+    start, end = rollout.promoted_at, min(now, rollout.previous_retired_at or now)
+    engines = Instance.objects.filter(deployment_id=rollout.deployment_id, model_version_id=rollout.from_version_id)
+    spans = WarmSpan.objects.filter(instance__in=engines, started_at__lt=end).exclude(ended_at__lte=start)
+    seconds = sum(((min(s.ended_at or end, end) - max(s.started_at, start)).total_seconds() for s in spans), 0.0)
+    resource, units = held_resources(rollout.deployment)
+    price = PriceHistory().at(now).get(resource)
+    warm = engines.filter(state=InstanceState.READY, role=InstanceRole.WARM)
+    warm_now = 0 if rollout.previous_retired_at else warm.count()
+    per_second = (price or Decimal(0)) * units / 3600
+    return {"engines_warm": warm_now, "warm_seconds": round(seconds, 1),
+            "idle_cost_usd": round(float(per_second * Decimal(repr(seconds))), 6),
+            "hourly_usd": round(float(per_second * 3600 * warm_now), 6), "priced": price is not None,
+            "unit": unit_of(resource), "units_per_engine": units,
+            "retire_at": rollout.promoted_at + timedelta(seconds=rollout.grace_seconds),
+            "retired_at": rollout.previous_retired_at}

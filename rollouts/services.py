@@ -1,7 +1,10 @@
 """Rollout writes: each in one transaction with its audit event (and the figures that caused it).
 
-On commit the deployment is reconciled (each version's serving and warm instances follow the new
-weight) and the change bus carries the audit event to every gateway, which reloads its pools — so
+A write that moves traffic also moves the engines' roles in the same transaction (each version's
+serving and warm instances follow the new weight, `fleet.reconcile.move_roles`), so no gateway ever
+loads a snapshot whose weights send traffic to a version with no serving engine yet, or whose
+promoted version's engines are still warm. On commit the change bus carries the audit events to every
+gateway, which reloads its pools, and a reconcile pass starts or stops what the new targets need —
 moving the weight back is a routing change that needs no engine start.
 """
 from django.core.exceptions import ValidationError
@@ -40,6 +43,15 @@ def _on_commit(rollout: Rollout) -> None:
     deployment_id, rollout_id = rollout.deployment_id, rollout.pk
     transaction.on_commit(lambda: reconcile.delay(deployment_id))
     transaction.on_commit(lambda: step.delay(rollout_id))
+
+
+def _move_roles(rollout: Rollout) -> None:
+    """Promote and demote engines to the weights just saved, in this transaction (before any audit write:
+    reconcile locks instance rows before it writes its own audit events, as every fleet writer does). Starting
+    and stopping engines stays with the reconcile pass queued on commit."""
+    from fleet.reconcile import move_roles
+
+    move_roles(rollout.deployment_id, sizes=False)
 
 
 def _audit(rollout: Rollout, action: str, *, actor: Actor, before: dict | None = None, **extra) -> None:
@@ -101,6 +113,7 @@ def begin_ramping(rollout: Rollout, *, baseline: dict, actor: Actor = ROLLOUTS) 
     _set_stage(rollout, 0)
     rollout.state, rollout.state_reason, rollout.baseline = R.RAMPING, "", baseline
     rollout.save()
+    _move_roles(rollout)
     _audit(rollout, "ramp", actor=actor, before={"state": R.PENDING}, baseline=baseline)
     _on_commit(rollout)
     return rollout
@@ -118,6 +131,7 @@ def advance_rollout(rollout: Rollout, *, figures: dict, actor: Actor = ROLLOUTS)
     before = {"stage": rollout.stage_index, "weight": rollout.weight}
     _set_stage(rollout, rollout.stage_index + 1)
     rollout.save()
+    _move_roles(rollout)
     _audit(rollout, "advance", actor=actor, before=before, figures=figures)
     _on_commit(rollout)
     return rollout
@@ -169,6 +183,7 @@ def promote_rollout(rollout: Rollout, *, actor: Actor, figures: dict | None = No
     rollout.state, rollout.weight, rollout.promoted_at, rollout.finished_at = R.PROMOTED, 1.0, now, now
     rollout.state_reason = "" if figures else f"promoted by {actor.label}"
     rollout.save()
+    _move_roles(rollout)
     _audit(rollout, "promote", actor=actor, before=before, figures=figures,
            model_version=str(rollout.to_version))
     _on_commit(rollout)
@@ -191,20 +206,32 @@ def roll_back_rollout(rollout: Rollout, *, actor: Actor, reason: str = "", figur
     rollout.weight, rollout.finished_at = 0.0, timezone.now()
     rollout.state_reason = (reason or f"rolled back by {actor.label}")[:300]
     rollout.save()
+    _move_roles(rollout)
     _audit(rollout, "abort" if aborted else "roll_back", actor=actor, before=before, figures=figures)
     _on_commit(rollout)
     return rollout
 
 
+# A rollback is the operator's verdict on the version being left: the reverse rollout judges engine
+# health only, so no figure of the moment can send traffic back to the version just rejected.
+REVERSE_GATES = {"min_requests": 0, "max_error_rate": 1.0, "error_rate_margin": 1.0, "ttft_p95_ratio": 100.0,
+                 "ttft_p95_margin_ms": 60_000.0}
+
+
 def _reverse(rollout: Rollout, *, actor: Actor) -> Rollout:
-    """A blue-green rollout back to the promoted rollout's old version, moved as soon as it is warm."""
+    """A blue-green rollout back to the promoted rollout's old version. Within the grace period that version
+    is still warm at full size, so its traffic moves in this same call (no wait for the stepper)."""
+    from rollouts import stepping
+
     deployment = rollout.deployment
     if deployment.model_version_id != rollout.to_version_id:
         raise ValidationError({"state": "The deployment has moved on since this rollout: roll back its latest one."})
-    return start_rollout(deployment, to_version=rollout.from_version, actor=actor,
-                         strategy=RolloutStrategy.BLUE_GREEN, stages=[{"weight": 1.0, "bake_seconds": 0}],
-                         gates={"min_requests": 0}, sticky_by=rollout.sticky_by, grace_seconds=rollout.grace_seconds,
-                         reverses=rollout)
+    reverse = start_rollout(deployment, to_version=rollout.from_version, actor=actor,
+                            strategy=RolloutStrategy.BLUE_GREEN, stages=[{"weight": 1.0, "bake_seconds": 0}],
+                            gates=REVERSE_GATES, sticky_by=rollout.sticky_by, grace_seconds=rollout.grace_seconds,
+                            reverses=rollout)
+    stepping.step(reverse.pk)  # ramps at once when the old version is warm, else waits for its engines
+    return Rollout.objects.get(pk=reverse.pk)
 
 
 @transaction.atomic

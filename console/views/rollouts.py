@@ -67,7 +67,7 @@ def _live(rollout: Rollout | None) -> dict:
         return {}
     gates = Gates.from_json(rollout.gates)
     return {"weights": _weights(rollout), "stages": _stages(rollout), "gates": gates,
-            "verdict": _verdict(rollout, gates), **_charts(rollout)}
+            "verdict": _verdict(rollout, gates), "grace": selectors.grace_cost(rollout), **_charts(rollout)}
 
 
 def _weights(rollout: Rollout) -> list[dict]:

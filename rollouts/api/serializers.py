@@ -18,6 +18,9 @@ class RolloutSerializer(serializers.ModelSerializer):
     gates = serializers.DictField(read_only=True)
     baseline = serializers.DictField(read_only=True, help_text="The old version's figures before traffic moved.")
     last_evaluation = serializers.DictField(read_only=True, help_text="The latest gate figures and verdict.")
+    grace = serializers.SerializerMethodField(
+        help_text="After a promotion: the old version's engines kept warm, their warm seconds and idle cost so far, "
+                  "the hourly rate now and when they are retired (null otherwise).")
 
     class Meta:
         model = Rollout
@@ -25,8 +28,15 @@ class RolloutSerializer(serializers.ModelSerializer):
                   "to_version_label", "strategy", "stages", "gates", "sticky_by", "grace_seconds", "state",
                   "state_reason", "stage_index", "weight", "stage_started_at", "baseline", "last_evaluation",
                   "reverses", "created_by", "created_at", "updated_at", "promoted_at", "finished_at",
-                  "previous_retired_at"]
+                  "previous_retired_at", "grace"]
         read_only_fields = fields
+
+    def get_grace(self, rollout) -> dict | None:
+        from rollouts.selectors import grace_cost
+
+        found = grace_cost(rollout)
+        return None if found is None else {**found, "retire_at": found["retire_at"].isoformat(),
+                                           "retired_at": found["retired_at"] and found["retired_at"].isoformat()}
 
 
 class StageSerializer(serializers.Serializer):

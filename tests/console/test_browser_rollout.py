@@ -16,6 +16,7 @@ from tests.console.browser import ensure_chain_head, screenshot, serious_violati
 from tests.console.conftest import make_version
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+NAVIGATION_MS = 60_000  # a hang guard: a form post and its redirect, on a loaded 2-core host, can take many seconds
 
 
 @pytest.fixture
@@ -81,7 +82,7 @@ def test_a_rollout_is_started_watched_and_rolled_back_with_the_keyboard(browser,
     page.keyboard.type("5")
     page.get_by_role("button", name="Start rollout").focus()
     page.keyboard.press("Enter")
-    expect(page.locator(".messages")).to_contain_text("Rollout started")
+    expect(page.locator(".messages")).to_contain_text("Rollout started", timeout=NAVIGATION_MS)
     rollout = Rollout.objects.get(deployment=world.dep_a)
     assert (rollout.state, rollout.to_version, rollout.stages, rollout.gates["min_requests"]) == (
         RolloutState.PENDING, world.next_version,
@@ -108,7 +109,7 @@ def test_a_rollout_is_started_watched_and_rolled_back_with_the_keyboard(browser,
 
     page.get_by_role("button", name="Roll back").focus()
     page.keyboard.press("Enter")
-    expect(page.get_by_text("Rolled back: all traffic goes to the old version.")).to_be_visible()
+    expect(page.get_by_text("Rolled back: all traffic goes to the old version.")).to_be_visible(timeout=NAVIGATION_MS)
     rollout.refresh_from_db()
     assert rollout.state == RolloutState.ROLLED_BACK and rollout.weight == 0
     expect(page.locator('[data-weight="B"]')).to_have_text("0.0 %")

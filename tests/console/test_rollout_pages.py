@@ -40,6 +40,9 @@ def test_start_pause_resume_and_promote_are_audited_services(world, login):
         assert rollout.state == state, action
     world.dep_a.refresh_from_db()
     assert world.dep_a.model_version == world.next_version
+    live = client.get(reverse("console:rollout-live", args=[world.dep_a.pk])).content.decode()
+    assert 'id="rollout-grace"' in live and "kept warm (a rollback needs no cold start)" in live
+    assert "idle cost so far" in live
     actions = list(AuditEvent.objects.filter(action__startswith="rollout.", actor__username="alice")
                    .values_list("action", flat=True))
     assert sorted(actions) == ["rollout.pause", "rollout.promote", "rollout.resume", "rollout.start"]

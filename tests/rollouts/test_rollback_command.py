@@ -29,7 +29,8 @@ def test_rollback_after_a_promotion_starts_the_reverse_rollout(world):
     services.promote_rollout(Rollout.objects.get(pk=rollout.pk), actor=ADMIN)
     call_command("rollback", str(world.deployment.pk))
     reverse = Rollout.objects.get(reverses=rollout)
-    assert (reverse.to_version_id, reverse.state) == (world.a.pk, RolloutState.PENDING)
+    # A is warm (its grace period): all traffic is back on it as the command returns.
+    assert (reverse.to_version_id, reverse.state, reverse.weight) == (world.a.pk, RolloutState.RAMPING, 1.0)
 
 
 @pytest.mark.django_db

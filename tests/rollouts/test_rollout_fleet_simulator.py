@@ -11,7 +11,7 @@ from fleet.models import BuiltinRuntime, Instance, InstanceRole
 from fleet.states import InstanceState
 from fleet.transitions import FLEET
 from rollouts import services, stepping
-from rollouts.models import Rollout
+from rollouts.models import Rollout, RolloutState
 from tests.fleet.conftest import engine_pids, make_version
 from tests.fleet.fleet_helpers import converge
 from tests.rollouts.conftest import ADMIN
@@ -71,3 +71,37 @@ def test_a_rollback_keeps_a_serving_throughout_and_stops_b():
     converge(deployment.pk, lambda: ready(deployment, b) == {} and len(engine_pids()) == 1)
     a_engine.refresh_from_db()
     assert (a_engine.state, a_engine.role) == (S.READY, R.SERVING)  # the same engine: no restart, no cold start
+
+
+def test_a_serves_less_as_b_takes_traffic_stays_warm_and_a_rollback_within_grace_starts_no_engine():
+    """Capacity during a canary: A's serving engines follow its share (2 → 1 → 0 as B goes 10 → 50 → 100 %), the
+    rest of its set stays warm, so undoing the promotion later moves roles only — the same engine processes."""
+    a, b = make_version(), make_version(artifact_uri="fleet-tiny-coder-b")
+    deployment = fleet_services.create_deployment(
+        tenant=None, name="sim", model_version=a, min_replicas=2, max_replicas=2,
+        runtime_backend=BuiltinRuntime.SIMULATOR, actor=FLEET, simulator_params=FAST)
+    converge(deployment.pk, lambda: ready(deployment, a) == {R.SERVING: 2})
+    rollout = services.start_rollout(deployment, to_version=b, actor=ADMIN, gates={"min_requests": 0},
+                                     stages=[{"weight": 0.1, "bake_seconds": 0}, {"weight": 0.5, "bake_seconds": 0},
+                                             {"weight": 1.0, "bake_seconds": 900}])
+    converge(deployment.pk, lambda: ready(deployment, b) == {R.WARM: 2})
+    seen = []
+    for expected in ("ramping", "advanced", "advanced"):
+        assert stepping.step(rollout.pk) == expected
+        # The roles moved with the weight, in the same transaction: no reconcile pass needed to see them.
+        seen.append((Rollout.objects.get(pk=rollout.pk).weight, ready(deployment, a), ready(deployment, b)))
+    assert seen == [(0.1, {R.SERVING: 2}, {R.SERVING: 1, R.WARM: 1}),
+                    (0.5, {R.SERVING: 1, R.WARM: 1}, {R.SERVING: 1, R.WARM: 1}),
+                    (1.0, {R.WARM: 2}, {R.SERVING: 2})]
+    services.promote_rollout(Rollout.objects.get(pk=rollout.pk), actor=ADMIN)
+    converge(deployment.pk, lambda: ready(deployment, b) == {R.SERVING: 2} and ready(deployment, a) == {R.WARM: 2})
+    pids, rows = engine_pids(), Instance.objects.count()
+    assert len(pids) == 4  # A's two engines are kept warm for the grace period beside B's two
+
+    reverse = services.roll_back_rollout(Rollout.objects.get(pk=rollout.pk), actor=ADMIN)
+    assert (reverse.state, reverse.weight) == (RolloutState.RAMPING, 1.0)  # moved in the call: A was warm
+    assert ready(deployment, a) == {R.SERVING: 2} and ready(deployment, b) == {R.WARM: 2}
+    assert stepping.step(reverse.pk) == "promoted"
+    converge(deployment.pk, lambda: ready(deployment, a) == {R.SERVING: 2} and ready(deployment, b) == {R.WARM: 2})
+    assert (engine_pids(), Instance.objects.count()) == (pids, rows)  # no engine started, none restarted
+    assert {answers(i) for i in Instance.objects.filter(model_version=a, state=S.READY)} == {200}

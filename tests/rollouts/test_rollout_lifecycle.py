@@ -158,7 +158,9 @@ def test_promote_now_and_rolling_back_a_promoted_rollout_starts_the_reverse(worl
     reverse = services.roll_back_rollout(refresh(rollout), actor=ADMIN)
     assert (reverse.from_version_id, reverse.to_version_id, reverse.reverses_id) == (world.b.pk, world.a.pk,
                                                                                       rollout.pk)
-    assert stepping.step(reverse.pk) == "ramping"  # A was still warm: no engine to wait for
+    # A was still warm: traffic moved back in the call itself, no engine to wait for, no step needed.
+    assert (reverse.state, reverse.weight) == (RolloutState.RAMPING, 1.0)
+    assert roles(world, world.a) == [InstanceRole.SERVING, InstanceRole.SERVING]
     assert stepping.step(reverse.pk) == "promoted"
     assert Deployment.objects.get(pk=world.deployment.pk).model_version_id == world.a.pk
 
@@ -242,3 +244,38 @@ def test_the_autoscaler_does_not_scale_down_during_a_rollout(world):
     services.roll_back_rollout(rollout, actor=ADMIN)
     assert scaler.run_pass()["changed"] == 1
     assert Deployment.objects.get(pk=world.deployment.pk).serving_replicas == 1
+
+
+@pytest.mark.django_db
+def test_the_old_versions_warm_engines_in_the_grace_period_are_shown_as_idle_cost_until_retired(world):
+    from datetime import timedelta
+    from decimal import Decimal
+
+    from django.utils import timezone
+
+    from fleet.models import WarmSpan
+    from rollouts.selectors import grace_cost
+    from usage.models import PriceUnit
+    from usage.services import set_gpu_price
+
+    now = timezone.now()
+    set_gpu_price("cpu", Decimal("0.10"), unit=PriceUnit.CPU_CORE, effective_from=now - timedelta(days=1), actor=ADMIN)
+    rollout = start(world)
+    warm_up(world)
+    stepping.step(rollout.pk)
+    assert grace_cost(refresh(rollout)) is None  # not promoted: no grace period
+    rollout = services.promote_rollout(refresh(rollout), actor=ADMIN)
+    # Half an hour into the grace period (moved back in time: A's two engines went warm just before).
+    Rollout.objects.filter(pk=rollout.pk).update(promoted_at=now - timedelta(seconds=1800))
+    WarmSpan.objects.filter(instance__model_version=world.a).update(started_at=now - timedelta(seconds=1900))
+    shown = grace_cost(refresh(rollout), now=now)
+    # 2 engines × 1800 s warm × 4 CPU cores each (the default) at $0.10 per core-hour = $0.40 so far, $0.80 per hour.
+    assert (shown["engines_warm"], shown["warm_seconds"], shown["idle_cost_usd"], shown["hourly_usd"]) == (
+        2, 3600.0, 0.4, 0.8)
+    assert shown["retire_at"] == now - timedelta(seconds=1800) + timedelta(seconds=rollout.grace_seconds)
+    Rollout.objects.filter(pk=rollout.pk).update(grace_seconds=1800)
+    assert stepping.step(rollout.pk) == "retired"
+    reconcile._plan(world.deployment.pk)
+    later = grace_cost(refresh(rollout), now=now + timedelta(hours=5))
+    assert later["engines_warm"] == 0 and later["hourly_usd"] == 0 and later["idle_cost_usd"] >= 0.4
+    assert later["idle_cost_usd"] < 0.41  # counted up to the retirement only, not the five hours after

@@ -36,6 +36,7 @@ def test_an_admin_starts_pauses_resumes_and_rolls_back_a_rollout(alice, fleet, c
         "pending", alice.tenant.slug, fleet["a"].pk, fleet["b"].pk)
     assert body["stages"] == [{"weight": 0.2, "bake_seconds": 900}, {"weight": 1.0, "bake_seconds": 60}]
     assert body["gates"]["min_requests"] == 100 and body["gates"]["ttft_p95_ratio"] == 1.2
+    assert body["grace"] is None  # only a promoted rollout keeps its old version warm
     url = f"/api/v1/rollouts/{body['id']}/"
     assert client.post(url + "pause/").json()["state"] == "paused"
     assert client.post(url + "resume/").json()["state"] == "pending"
@@ -85,3 +86,21 @@ def test_another_tenants_rollouts_answer_like_missing_ones(alice, fleet, cred):
     ghost = client.post("/api/v1/rollouts/", {"deployment": GHOST, "to_version": fleet["b"].pk}, format="json")
     assert real.status_code == 400 and (real.status_code, real.json()) == (ghost.status_code, ghost.json())
     assert Rollout.objects.get(pk=theirs).state == RolloutState.PENDING
+
+
+@pytest.mark.django_db
+def test_a_promoted_rollout_shows_its_old_versions_grace_period(alice, fleet):
+    from rollouts import services
+
+    client = client_for("api_key", alice.user, alice.key)
+    created = client.post("/api/v1/rollouts/", {"deployment": fleet["mine"].pk, "to_version": fleet["b"].pk,
+                                                "grace_seconds": 7200}, format="json").json()
+    services.begin_ramping(Rollout.objects.get(pk=created["id"]), baseline={})
+    assert client.post(f"/api/v1/rollouts/{created['id']}/promote/").json()["state"] == "promoted"
+    grace = client.get(f"/api/v1/rollouts/{created['id']}/").json()["grace"]
+    promoted_at = Rollout.objects.get(pk=created["id"]).promoted_at
+    from datetime import datetime, timedelta
+
+    assert datetime.fromisoformat(grace["retire_at"]) == promoted_at + timedelta(seconds=7200)
+    assert grace["retired_at"] is None and grace["engines_warm"] == 0  # this deployment has no engines up
+    assert {"warm_seconds", "idle_cost_usd", "hourly_usd", "priced", "unit"} <= set(grace)

@@ -30,6 +30,9 @@ class Command(BaseCommand):
         if result.pk == rollout.pk:
             self.stdout.write(f"Rolled back rollout {rollout.pk}: all traffic of {found} to {rollout.from_version} "
                               f"({result.state}).")
+        elif result.state == RolloutState.RAMPING:
+            self.stdout.write(f"Started rollout {result.pk} back to {result.to_version} (undoing rollout "
+                              f"{rollout.pk}): it was still warm, all traffic is on it now.")
         else:
             self.stdout.write(f"Started rollout {result.pk} back to {result.to_version} (undoing rollout "
                               f"{rollout.pk}); it moves all traffic once that version is warm.")
