@@ -13,6 +13,8 @@ from types import SimpleNamespace
 import pytest
 from django.db.backends.signals import connection_created
 from django.test import TestCase, TransactionTestCase
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 
 from tests.factories import make_key, make_member, make_tenant, make_user
@@ -28,6 +30,14 @@ def _allow_audit_maintenance(sender, connection, **kwargs):
 
 
 connection_created.connect(_allow_audit_maintenance, dispatch_uid="tests_audit_maintenance")
+
+# Property tests judge what is generated, never how fast: on a loaded 2-core host (CI beside other work)
+# Hypothesis's generation-speed health checks and per-example deadline failed correct tests. Every
+# property test gets this profile; one that sets its own `settings` still overrides it.
+hypothesis_settings.register_profile(
+    "switchyard", deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
+hypothesis_settings.load_profile("switchyard")
 
 
 # The browser tests' shared fixture (`browser`: one headless Chromium per module), wherever they live.
