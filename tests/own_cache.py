@@ -11,6 +11,7 @@ from controlplane.redis_keys import CACHE, current_install_id, part_prefix
 
 
 def clear_own_cache() -> None:
+    """Needs the database (the install id is read from it): call it from a test or fixture that has `db`."""
     cache = caches["default"]
     if not isinstance(cache, RedisCache):
         cache.clear()  # a process-local cache: nothing of anyone else's is in it

@@ -10,7 +10,7 @@ from tests.own_cache import clear_own_cache
 
 
 @pytest.fixture
-def sampling(settings):
+def sampling(settings, db):
     settings.SWITCHYARD_REJECTED_KEY_AUDIT_WINDOW_SECONDS = 60
     settings.SWITCHYARD_REJECTED_KEY_AUDIT_MAX_ROWS = 5
     clear_own_cache()

@@ -8,21 +8,10 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from tests.capacity.test_capacity_api import TINY_CONFIG, write_safetensors
-from tests.console.browser import ensure_chain_head, screenshot, serious_violations, sign_in
+from tests.console.browser import screenshot, serious_violations, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 QWEN_LIKE = {**TINY_CONFIG, "torch_dtype": "bfloat16"}
-
-
-@pytest.fixture
-def audit_head(transactional_db):
-    """The chain head every audited write locks (a transactional test's flush deletes the migration's row)."""
-    ensure_chain_head()
-
-
-@pytest.fixture
-def version_status():
-    return "draft"
 
 
 def ensure_seeded_gpu_types() -> None:
@@ -38,7 +27,7 @@ def ensure_seeded_gpu_types() -> None:
 
 
 @pytest.fixture
-def world(audit_head, world, settings, tmp_path):
+def world(world, settings, tmp_path):
     ensure_seeded_gpu_types()
     settings.SWITCHYARD_MODEL_ROOT = tmp_path  # the live server runs in this process: it reads the same setting
     model_dir = tmp_path / "console-coder"

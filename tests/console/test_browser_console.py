@@ -6,26 +6,10 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from apikeys.models import ApiKey
-from tests.console.browser import ensure_chain_head, screenshot, serious_violations, sign_in
+from tests.console.browser import screenshot, serious_violations, sign_in
 from tests.own_cache import clear_own_cache
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def audit_head(transactional_db):
-    """The chain head every audited write locks (a transactional test's flush deletes the migration's row)."""
-    ensure_chain_head()
-
-
-@pytest.fixture
-def version_status():
-    return "draft"
-
-
-@pytest.fixture
-def world(audit_head, world):
-    return world
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from tests.console.browser import chromium, ensure_chain_head, screenshot, sign_in
+from tests.console.browser import chromium, screenshot, sign_in
 from tests.factories import SYSTEM, make_key
 from tests.gateway_app.helpers import GatewayServer, SimulatorProcess, add_deployment, make_model_version
 
@@ -21,17 +21,7 @@ REQUESTS = 4
 
 
 @pytest.fixture
-def audit_head(transactional_db):
-    ensure_chain_head()
-
-
-@pytest.fixture
-def version_status():
-    return "draft"
-
-
-@pytest.fixture
-def world(audit_head, world):
+def world(world):
     from usage.models import GpuPrice
     from usage.services import set_gpu_price
 

@@ -11,24 +11,14 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from tenants.models import Invitation, Membership
-from tests.console.browser import ensure_chain_head, sign_in
+from tests.console.browser import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 NEW_PASSWORD = "a long new passphrase 42"
 
 
 @pytest.fixture
-def audit_head(transactional_db):
-    ensure_chain_head()
-
-
-@pytest.fixture
-def version_status():
-    return "draft"
-
-
-@pytest.fixture
-def world(audit_head, world, settings, live_server):
+def world(world, settings, live_server):
     settings.SWITCHYARD_CONSOLE_URL = live_server.url  # the links in e-mails point at this server
     return world
 

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from fleet.models import Instance
 from fleet.states import InstanceState
 from rollouts.models import Rollout, RolloutState
-from tests.console.browser import ensure_chain_head, screenshot, serious_violations, sign_in
+from tests.console.browser import screenshot, serious_violations, sign_in
 from tests.console.conftest import make_version
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -20,18 +20,7 @@ NAVIGATION_MS = 60_000  # a hang guard: a form post and its redirect, on a loade
 
 
 @pytest.fixture
-def audit_head(transactional_db):
-    """The chain head every audited write locks (a transactional test's flush deletes the migration's row)."""
-    ensure_chain_head()
-
-
-@pytest.fixture
-def version_status():
-    return "draft"
-
-
-@pytest.fixture
-def world(audit_head, world):
+def world(world):
     if connection.vendor == "sqlite":  # its trigger stops the flush deleting the published version this test needs
         pytest.skip("needs PostgreSQL (TRUNCATE) to clean up a published model version")
     world.next_version = make_version(status="published")

@@ -4,25 +4,10 @@ from django.urls import reverse
 
 from audit.models import AuditEvent
 from tenants.models import Tenant
-from tests.console.browser import ensure_chain_head, serious_violations, sign_in
+from tests.console.browser import serious_violations, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 LABEL = "Cancel an editor session's older completion when a newer one arrives"
-
-
-@pytest.fixture
-def audit_head(transactional_db):
-    ensure_chain_head()
-
-
-@pytest.fixture
-def version_status():
-    return "draft"
-
-
-@pytest.fixture
-def world(audit_head, world):
-    return world
 
 
 def test_an_owner_turns_supersession_off_and_on(browser, live_server, world):

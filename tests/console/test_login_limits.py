@@ -17,7 +17,7 @@ LOGIN = reverse("console:login")
 
 
 @pytest.fixture(autouse=True)
-def limits(settings):
+def limits(settings, db):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.SWITCHYARD_LOGIN_FAILURES_PER_USERNAME = 3
     settings.SWITCHYARD_LOGIN_FAILURES_PER_IP = 5

@@ -40,8 +40,8 @@ from rollouts import services
 from rollouts.models import Rollout, RolloutState
 from tests.fleet.conftest import engine_pids
 from tests.fleet.fleet_helpers import wait_until
-from tests.fleet.test_autoscaling_vllm import inference_key
 from tests.fleet.test_fleet_vllm import MODEL_DIR, celery_worker, ensure_tiny_model  # noqa: F401  (a fixture)
+from tests.gateway_app.helpers import generous_key
 from tests.processes import ENGINE_PYTHON
 
 S, R = InstanceState, RolloutState
@@ -194,7 +194,7 @@ def test_blue_green_between_two_vllm_versions_then_an_instant_rollback_under_ope
     from tests.gateway_app.helpers import GatewayServer
 
     ensure_tiny_model()
-    key = inference_key(tenant_a)
+    key = generous_key(tenant_a)
     a = ensure_tiny_coder(model_dir=Path(settings.SWITCHYARD_MODEL_ROOT) / MODEL_DIR, actor=FLEET)
     b = version_b(a)
     deployment = fleet_services.create_deployment(tenant=tenant_a, name="tiny-bg", model_version=a, actor=FLEET,

@@ -10,8 +10,9 @@ def _forget_budget_answers():
 
 
 @pytest.fixture(autouse=True)
-def fresh_budget_cache():
-    """Budget answers are cached per tenant id, and ids repeat between tests."""
+def fresh_budget_cache(db):
+    """Budget answers are cached per tenant id, and ids repeat between tests (the keys carry the install id,
+    read from the database: hence `db`)."""
     _forget_budget_answers()
     yield
     _forget_budget_answers()
