@@ -1,6 +1,6 @@
 """A fresh vLLM engine's first requests, with and without the fleet's warm-up request (fleet/warmup.py).
 
-    BENCH_VLLM=1 /work/vllm-slot .venv/bin/python -m bench engine_warmup     # BENCH_WARMUP_CLIENTS (12)
+    BENCH_VLLM=1 .venv/bin/python -m bench engine_warmup     # BENCH_WARMUP_CLIENTS (12)
 
 It starts real vLLM engines (~3 GB each), so it runs only when asked (BENCH_VLLM=1), never as part of
 `make bench`; on a shared host run it under the host's slot limiter.
