@@ -26,11 +26,12 @@ from pathlib import Path
 import httpx
 
 from bench._procs import free_port, stop, wait_http
+from controlplane.cpu_engine_env import cpu_engine_env
 
 CLIENTS = int(os.environ.get("BENCH_WARMUP_CLIENTS", "12"))
 MAX_TOKENS = 32
 START_SECONDS = 900  # a loaded 2-core host stretches vLLM's ~45-s start a lot
-VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+VLLM_ENV = cpu_engine_env(kv_cache_gib=1)  # unpinned, one OpenMP thread: as the local runtime starts engines
 
 
 def _setup_django() -> None:

@@ -11,6 +11,7 @@ import dj_database_url
 from whitenoise.compress import Compressor
 
 from controlplane.backends_setting import runtime_backends
+from controlplane.cpu_engine_env import cpu_bind_setting
 from controlplane.env import (
     ImproperSetting,
     env_bool,
@@ -433,6 +434,10 @@ SWITCHYARD_HOST_LOCK_FILE = env_str("SWITCHYARD_HOST_LOCK_FILE",
 SWITCHYARD_ENGINE_BASE_MEMORY_MB = env_int("SWITCHYARD_ENGINE_BASE_MEMORY_MB", 2048, minimum=0)
 SWITCHYARD_ENGINE_CPU_KVCACHE_GIB = env_int("SWITCHYARD_ENGINE_CPU_KVCACHE_GIB", 1, minimum=1, maximum=1024)
 SWITCHYARD_ENGINE_CPUS = env_int("SWITCHYARD_ENGINE_CPUS", 1, minimum=0)
+# vLLM's VLLM_CPU_OMP_THREADS_BIND for local engines: "nobind" (the kernel places them; SWITCHYARD_ENGINE_CPUS
+# OpenMP threads each), "auto" (vLLM pins every engine to the same cores), or CPU lists: controlplane/cpu_engine_env.py.
+SWITCHYARD_ENGINE_CPU_BIND = cpu_bind_setting(env_str("SWITCHYARD_ENGINE_CPU_BIND", "nobind"),
+                                              "SWITCHYARD_ENGINE_CPU_BIND")
 # A simulator sleeps rather than computes: it claims no core unless a load test says otherwise.
 SWITCHYARD_SIMULATOR_MEMORY_MB = env_int("SWITCHYARD_SIMULATOR_MEMORY_MB", 64, minimum=1)
 SWITCHYARD_SIMULATOR_CPUS = env_int("SWITCHYARD_SIMULATOR_CPUS", 0, minimum=0)

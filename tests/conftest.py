@@ -174,6 +174,7 @@ def tiny_vllm_url(tiny_vllm) -> str:
 class SessionEngine:
     url: str
     log_path: Path  # the engine's output since start-up (its KV-capacity line, tests/capacity)
+    pid: int  # the API server's; the engine core and its worker are its descendants
 
 
 @pytest.fixture(scope="session")
@@ -190,7 +191,7 @@ def tiny_vllm(tiny_model_dir, tmp_path_factory) -> SessionEngine:
     argv = render_vllm_argv(version, model_path=str(tiny_model_dir), served_model_name=TINY_CODER, port=free_port())
     log_path = tmp_path_factory.mktemp("logs") / "vllm.log"
     proc, url = start_vllm(argv, log_path)
-    yield SessionEngine(url, log_path)
+    yield SessionEngine(url, log_path, proc.pid)
     stop(proc, grace=30)
 
 

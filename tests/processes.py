@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 from bench._procs import REPO_ROOT, free_port, stop, wait_http  # noqa: F401  (free_port: for the suites that import it from here)
+from controlplane.cpu_engine_env import cpu_engine_env
 
 ENGINE_PYTHON = REPO_ROOT / ".venv-engine" / "bin" / "python"
 # A deadline, not a timing assertion: vLLM's start-up is ~45 s on an idle machine, minutes on a busy one.
 VLLM_START_DEADLINE_SECONDS = 900
-VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+VLLM_ENV = cpu_engine_env(kv_cache_gib=1)  # unpinned, one OpenMP thread: as the local runtime starts engines
 
 
 def start_simulator(model: str, *args: str, timeout: float = 20.0) -> tuple[subprocess.Popen, str]:

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from controlplane.cpu_engine_env import cpu_engine_env
 from fleet.runtime.capacity import GIB, MIB, Need
 from fleet.runtime.process_backend import ProcessBackend
 
@@ -36,8 +37,8 @@ class LocalBackend(ProcessBackend):
         return errors
 
     def extra_env(self, instance) -> dict[str, str]:
-        return {"VLLM_CPU_KVCACHE_SPACE": str(settings.SWITCHYARD_ENGINE_CPU_KVCACHE_GIB), "HF_HUB_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1"}
+        return cpu_engine_env(kv_cache_gib=settings.SWITCHYARD_ENGINE_CPU_KVCACHE_GIB,
+                              bind=settings.SWITCHYARD_ENGINE_CPU_BIND, threads=settings.SWITCHYARD_ENGINE_CPUS)
 
     def estimate(self, instance) -> Need:
         """Runtime (Python, torch, the API server) + the KV cache we give it + the weights as loaded."""
