@@ -93,10 +93,11 @@ class Fleet:
         rows = json.loads(done.stdout.strip().splitlines()[-1])
         self.key, self.keys = rows["key"], rows["keys"]
 
-    def start_gateway(self, policy: str | None = None) -> None:
-        """`python -m gateway` (or the policy-forcing launcher); waits until it serves the model."""
+    def start_gateway(self, policy: str | None = None, env: dict | None = None) -> None:
+        """`python -m gateway` (or the policy-forcing launcher); waits until it serves the model.
+        `env`: settings of its own, as for `extra_gateway`."""
         self.stop_gateway()
-        self.gateway, self.gateway_url = self.extra_gateway(policy=policy)
+        self.gateway, self.gateway_url = self.extra_gateway(policy=policy, env=env)
 
     def extra_gateway(self, *, policy: str | None = None, workers: int = 1,
                       env: dict | None = None) -> tuple[subprocess.Popen, str]:

@@ -28,6 +28,9 @@ HELP = {
                          "event in a stream and its 500 otherwise (0: off)",
     "error_rate": "fault injection: share of generation requests answered with vLLM's 500 at once (0: off)",
     "latency_multiplier": "fault injection: every modeled prefill and decode step takes this many times as long",
+    "hang_after_first_byte": "fault injection: share of generation requests that stall after their first byte "
+                             "(a stream's first token; a whole answer's headers and first body byte) and never "
+                             "finish, holding their slot until the client disconnects (0: off)",
     "load_seconds": "modeled model load: the port opens only after this many seconds, as a real engine's "
                     "does once its weights are loaded (cold-start benchmarks)",
     "log_level": "log level of the HTTP server",

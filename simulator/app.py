@@ -6,7 +6,6 @@ import asyncio
 import gc
 import itertools
 import os
-import random
 import secrets
 import time
 from functools import partial
@@ -18,7 +17,8 @@ from gateway.server.wire import DISCONNECT_EXTENSION  # the server's disconnect 
 
 from . import choices, protocol
 from .config import SimulatorConfig
-from .engine import Engine
+from .engine import STALLED, Engine
+from .faults import FaultPicker, hang_whole_answer
 from .metrics import SimulatorMetrics
 from .recording import RequestRecorder
 from .request import Request
@@ -118,7 +118,7 @@ class SimulatorApp:
         self.engine = Engine(config, self.metrics)
         self.metrics.attach_engine(self.engine)
         self._seeds = itertools.count(config.seed << 32)
-        self._faults = random.Random(config.seed)  # which requests error_rate fails: reproducible per seed
+        self.faults = FaultPicker(config)  # which requests fail or hang: reproducible per seed
         self._next_id = random_hex_ids().__next__
         self._record = RequestRecorder(config.record_requests).record if config.record_requests else None
         self.routes = {
@@ -199,13 +199,13 @@ class SimulatorApp:
         return self._generate(scope, receive, send, chat=True)
 
     # ----------------------------------------------------------- generation
-    def _make_request(self, params: protocol.GenerationParams, rid: str) -> Request:
-        """Turn validated params into an engine Request."""
+    def _make_request(self, params: protocol.GenerationParams, rid: str, hang: bool) -> Request:
+        """Turn validated params into an engine Request (``hang``: it stalls after its first token)."""
         seed = params.seed if params.seed is not None else next(self._seeds)
         eos = 0.0 if params.ignore_eos else self.config.eos_probability
         return Request(rid, params.prompt_tokens, params.max_tokens, priority=params.priority,
                        cache_salt=params.cache_salt, seed=seed, eos_probability=eos,
-                       stream=params.stream)
+                       stream=params.stream, hang=hang)
 
     async def _generate(self, scope: dict, receive: Receive, send: Send, chat: bool) -> None:
         """Validate, enqueue, then answer (streaming or not); abort on disconnect."""
@@ -220,12 +220,13 @@ class SimulatorApp:
             return await send_bytes(send, exc.status, exc.body())
         if self.config.max_num_queued_reqs and self.engine.unfinished() >= self.config.max_num_queued_reqs:
             return await send_bytes(send, 503, protocol.error_body(protocol.QUEUE_FULL, 503))
-        if self.config.error_rate and self._faults.random() < self.config.error_rate:
+        if self.faults.fails():
             return await send_bytes(send, 500, protocol.error_body(protocol.GENERATION_FAILED, 500))
+        hang = self.faults.hangs()
         if params.sequences > 1 or params.continuous_usage:
-            return await choices.serve(self, scope, receive, send, params, chat)
+            return await choices.serve(self, scope, receive, send, params, chat, hang)
         rid = ("chatcmpl-" if chat else "cmpl-") + self._next_id()
-        req = self._make_request(params, rid)
+        req = self._make_request(params, rid, hang)
         engine = self.engine
         engine.add_request(req)
         # Under the gateway's HTTP server the server calls back on a disconnect; there is no
@@ -242,7 +243,9 @@ class SimulatorApp:
                 answered = await self._stream(send, req, params)
             else:  # inline, not a coroutine of its own: wait, then send one JSON body
                 reason = await req.done  # type: ignore[misc]  # engine.add_request above set it
-                if reason != "abort" and self._fails(req.num_output_tokens):  # vLLM's GenerationError
+                if reason == STALLED:  # fault injection: answered never, aborted when the client leaves
+                    await hang_whole_answer(send, self._response_body(req, params, "length"), [req])
+                elif reason != "abort" and self._fails(req.num_output_tokens):  # vLLM's GenerationError
                     await send_bytes(send, 500, protocol.error_body(protocol.GENERATION_FAILED, 500))
                     answered = True
                 elif reason != "abort":

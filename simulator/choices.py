@@ -13,6 +13,8 @@ import time
 from functools import partial
 
 from . import protocol
+from .engine import STALLED
+from .faults import hang_whole_answer
 from .request import Request
 
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
@@ -30,12 +32,13 @@ class _TaggedQueue:
         self.shared.put_nowait((self.index, item))
 
 
-def make_requests(app, params: protocol.GenerationParams, rid: str) -> list[Request]:
-    """One engine request per (prompt, choice), in index order; choices draw from different seeds."""
+def make_requests(app, params: protocol.GenerationParams, rid: str, hang: bool = False) -> list[Request]:
+    """One engine request per (prompt, choice), in index order; choices draw from different seeds
+    (``hang``: each stalls after its first token, fault injection)."""
     seed = params.seed if params.seed is not None else next(app._seeds)
     eos = 0.0 if params.ignore_eos else app.config.eos_probability
     return [Request(f"{rid}-{index}", tokens, params.max_tokens, priority=params.priority,
-                    cache_salt=params.cache_salt, seed=seed + index, eos_probability=eos)
+                    cache_salt=params.cache_salt, seed=seed + index, eos_probability=eos, hang=hang)
             for index, tokens in enumerate(t for t in params.all_prompts for _ in range(params.n))]
 
 
@@ -46,10 +49,11 @@ def total_usage(requests: list[Request], params: protocol.GenerationParams) -> d
     return protocol.usage(prompt_tokens, completion, requests[0].num_cached_tokens or 0)
 
 
-async def serve(app, scope: dict, receive, send, params: protocol.GenerationParams, chat: bool) -> None:
+async def serve(app, scope: dict, receive, send, params: protocol.GenerationParams, chat: bool,
+                hang: bool = False) -> None:
     """Enqueue every sequence, answer (streaming or not), and abort them all if the client leaves."""
     rid = ("chatcmpl-" if chat else "cmpl-") + app._next_id()
-    requests = make_requests(app, params, rid)
+    requests = make_requests(app, params, rid, hang)
     shared: asyncio.Queue | None = asyncio.Queue() if params.stream else None
     engine = app.engine
     for index, req in enumerate(requests):
@@ -71,7 +75,9 @@ async def serve(app, scope: dict, receive, send, params: protocol.GenerationPara
         else:
             # engine.add_request above set every `done`: hence the ignore.
             reasons = await asyncio.gather(*(req.done for req in requests))  # type: ignore[arg-type]
-            if "abort" not in reasons:
+            if STALLED in reasons:  # fault injection: answered never, aborted when the client leaves
+                await hang_whole_answer(send, _body(app, requests, params, rid), requests)
+            elif "abort" not in reasons:
                 await _respond(app, send, requests, params, rid)
                 answered = True
     except OSError:
@@ -90,10 +96,14 @@ def _abort_all(engine, requests: list[Request]) -> None:
         engine.abort(req)
 
 
-async def _respond(app, send, requests: list[Request], params: protocol.GenerationParams, rid: str) -> None:
-    outputs = [(req.text(), req.finish_reason) for req in requests]
-    body = protocol.choices_response(params, rid, int(time.time()), app.config.served_model_name, outputs,
+def _body(app, requests: list[Request], params: protocol.GenerationParams, rid: str) -> bytes:
+    outputs = [(req.text(), req.finish_reason or "length") for req in requests]
+    return protocol.choices_response(params, rid, int(time.time()), app.config.served_model_name, outputs,
                                      total_usage(requests, params))
+
+
+async def _respond(app, send, requests: list[Request], params: protocol.GenerationParams, rid: str) -> None:
+    body = _body(app, requests, params, rid)
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})

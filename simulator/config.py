@@ -30,6 +30,7 @@ class SimulatorConfig:
     fail_after_tokens: int = 0  # fault injection (0: off): a generation fails after this many tokens
     error_rate: float = 0.0  # fault injection: this share of generation requests is answered 500 at once
     latency_multiplier: float = 1.0  # fault injection: every modeled step takes this many times as long
+    hang_after_first_byte: float = 0.0  # fault injection: this share of generation requests stalls after its first byte
     load_seconds: float = 0.0  # modeled model load: the port opens only after this long, as vLLM's does
     log_level: str = "warning"
     record_requests: str = ""  # a file: every generation request received is appended to it (tests)
@@ -48,6 +49,8 @@ class SimulatorConfig:
             raise ValueError("eos_probability must be within [0, 1]")
         if not 0.0 <= self.error_rate <= 1.0:
             raise ValueError("error_rate must be within [0, 1]")
+        if not 0.0 <= self.hang_after_first_byte <= 1.0:
+            raise ValueError("hang_after_first_byte must be within [0, 1]")
         if self.latency_multiplier <= 0:
             raise ValueError("latency_multiplier must be > 0")
 

@@ -37,6 +37,8 @@ _DECODING, _NEEDS_BLOCK, _PREFILLING = object(), object(), object()
 
 logger = logging.getLogger(__name__)
 
+STALLED = "stalled"  # what ``Request.done`` resolves to when fault injection stalls the request (not a finish)
+
 # Most zero-latency steps run between two yields to the event loop.  A request's
 # whole decode usually fits (max_tokens 16: 16 steps), so a lone request costs
 # one loop wake-up, not one per token; the cap bounds how long HTTP waits
@@ -52,6 +54,10 @@ class Engine:
         self.kv = KVCacheManager(config.num_gpu_blocks, config.block_size, config.enable_prefix_caching)
         self.waiting = make_waiting_queue(config.scheduling_policy)
         self.running: list[Request] = []
+        # Fault injection (--hang-after-first-byte): requests stalled after their first token. They hold
+        # their slot (counted against max_num_seqs, shown as running) and their KV blocks, and take no
+        # steps; only an abort (the client leaving) ends them.
+        self.stalled: set[Request] = set()
         self.stats = EngineStats()
         self.metrics = metrics
         self.num_steps = 0
@@ -119,7 +125,11 @@ class Engine:
 
     def unfinished(self) -> int:
         """Requests waiting or running (what vLLM's --max-num-queued-reqs bounds)."""
-        return len(self.waiting) + len(self.running)
+        return len(self.waiting) + self.num_running()
+
+    def num_running(self) -> int:
+        """Requests holding a slot: those the scheduler runs and those stalled by fault injection."""
+        return len(self.running) + len(self.stalled)
 
     def enqueue(self, req: Request) -> None:
         """Put a request in the waiting queue without touching the loop (tests step manually)."""
@@ -138,7 +148,9 @@ class Engine:
         """Abort a request (client went away): free its blocks, count it."""
         if req.finished:
             return
-        if not self.waiting.remove(req) and req in self.running:
+        if req in self.stalled:
+            self.stalled.remove(req)
+        elif not self.waiting.remove(req) and req in self.running:
             self.running.remove(req)
         self._inflight.pop(req, None)  # aborted while its step was "running": update skips it
         self._finish(req, "abort")
@@ -212,7 +224,7 @@ class Engine:
         running = self.running
         if (not self._all_decoding or not running or len(self._needs_block) > self.kv.pool.num_free
                 or len(running) > self.config.max_num_batched_tokens
-                or (len(self.waiting) and len(running) < self.config.max_num_seqs)):
+                or (len(self.waiting) and len(running) + len(self.stalled) < self.config.max_num_seqs)):
             return 0
         quiet = self.config.max_model_len
         for req in running:
@@ -348,7 +360,7 @@ class Engine:
 
     def _schedule_waiting(self, scheduled: Scheduled, budget: int) -> None:
         """Admit waiting requests in queue order while they fit."""
-        max_seqs = self.config.max_num_seqs
+        max_seqs = self.config.max_num_seqs - len(self.stalled)  # a stalled request keeps its slot
         while budget > 0 and len(self.waiting) and len(self.running) < max_seqs:
             req = self.waiting.peek()
             hits, num_hit = self.kv.get_computed_blocks(req)
@@ -418,7 +430,9 @@ class Engine:
             self._on_first_token(req)
         if req.queue is not None:
             req.queue.put_nowait(token)
-        if not token:
+        if req.hang:  # fault injection: reached with the first token only, as a stalled request gets no step
+            self._stall(req)
+        elif not token:
             self._finish_running(req, "stop")
         elif len(tokens) >= req.length_limit:  # max_tokens reached, or max_model_len
             self._finish_running(req, "length")
@@ -451,6 +465,16 @@ class Engine:
         """Stamp the first token; like vLLM, count prompt tokens in full (cache hits included)."""
         req.first_token_time = self._clock()
         self.stats.prompt_tokens += req.num_prompt_tokens
+
+    def _stall(self, req: Request) -> None:
+        """Fault injection: keep the request's slot and blocks, but schedule it no more (until it is aborted).
+
+        A waiter on ``done`` (a whole answer's handler) learns of it through ``STALLED``; a stream's consumer
+        just gets no more tokens."""
+        self.running.remove(req)
+        self.stalled.add(req)
+        if req.done is not None and not req.done.done():
+            req.done.set_result(STALLED)
 
     def _finish_running(self, req: Request, reason: str) -> None:
         """Finish a running request."""

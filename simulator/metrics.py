@@ -84,7 +84,7 @@ class _EngineCollector:
     def collect(self) -> Iterator[Metric]:
         """Build the gauge, counter and histogram families."""
         e, s = self.engine, self.engine.stats
-        gauges = (("vllm:num_requests_running", len(e.running)),
+        gauges = (("vllm:num_requests_running", e.num_running()),
                   ("vllm:num_requests_waiting", len(e.waiting)),
                   ("vllm:kv_cache_usage_perc", e.kv.usage()))
         for name, value in gauges:

@@ -23,13 +23,13 @@ class Request:
         "queue", "done", "length_limit", "finish_reason",
         "num_computed_tokens", "blocks", "block_hashes", "num_cached_blocks",
         "num_cached_tokens", "scheduled_time", "first_token_time", "finished_time",
-        "num_preemptions", "quiet_until",
+        "num_preemptions", "quiet_until", "hang",
     )
 
     def __init__(self, request_id: str, prompt_tokens: list, max_tokens: int, *,
                  priority: int = 0, cache_salt: Optional[str] = None, seed: int = 0,
                  eos_probability: float = 0.0, stream: bool = False,
-                 arrival_time: float = 0.0) -> None:
+                 arrival_time: float = 0.0, hang: bool = False) -> None:
         self.request_id = request_id
         self.all_tokens = list(prompt_tokens)
         self.num_prompt_tokens = len(self.all_tokens)
@@ -62,6 +62,9 @@ class Request:
         # Engine bookkeeping: while decoding, steps that end with fewer computed
         # tokens than this need no block, hash, cache or length work (0: always check).
         self.quiet_until = 0
+        # Fault injection (--hang-after-first-byte): after its first token the engine stalls the
+        # request, which keeps its slot and blocks but gets no more steps until it is aborted.
+        self.hang = hang
 
     @property
     def num_tokens(self) -> int:

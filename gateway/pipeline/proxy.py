@@ -138,11 +138,7 @@ async def relay_json(response: UpstreamResponse, client: ClientStream, record, i
         body = error.body()
         await client.whole(error.status, [*JSON_HEADERS, *error.headers], body)
         return body
-    if response.complete:  # the usual case: small answers arrive with their headers
-        body = await response.read()
-    else:
-        async with asyncio.timeout(idle):
-            body = await response.read()
+    body = await response.read() if response.complete else await _rest_of(response, idle)
     record.mark_first_byte()
     if body[:1] != b"{" and body.lstrip()[:1] != b"{":  # an HTML page from a proxy, a cut answer: not an answer
         raise UpstreamFailure("not_json", True, errors.GatewayError(
@@ -151,6 +147,20 @@ async def relay_json(response: UpstreamResponse, client: ClientStream, record, i
         record.take_usage(usage_of(body))
     await client.whole(response.status, [(b"content-type", response.content_type or b"application/json")], body)
     return body
+
+
+async def _rest_of(response: UpstreamResponse, idle: float) -> bytes:
+    """The body of an answer whose headers came ahead of it (the usual answer arrives whole with them).
+
+    An engine that stops sending it for the idle timeout, or drops the connection, fails the request
+    with no retry (its headers are its first byte: the engine did the work, or is stuck doing it)."""
+    try:
+        async with asyncio.timeout(idle):
+            return await response.read()
+    except TimeoutError:
+        raise UpstreamFailure("idle_timeout", False, errors.upstream_timeout()) from None
+    except UpstreamError:
+        raise UpstreamFailure("mid_body", False, errors.upstream_failed()) from None
 
 
 _USAGE_KEY = re.compile(rb'"usage"\s*:\s*')

@@ -74,16 +74,21 @@ def test_a_simulator_engine_starts_from_its_own_version_and_that_versions_fault_
     old, new = make_version(), make_version(artifact_uri="fleet-tiny-coder-b")
     deployment = Deployment.objects.create(
         name="v", model_version=old, runtime_backend="simulator",
-        simulator_params={"max_num_seqs": 4, "versions": {new.version: {"error_rate": 0.2}}})
+        simulator_params={"max_num_seqs": 4,
+                          "versions": {new.version: {"error_rate": 0.2, "hang_after_first_byte": 0.5}}})
     plain = SimulatorBackend().argv(Instance(deployment=deployment), 9000)
     faulty = SimulatorBackend().argv(Instance(deployment=deployment, model_version=new), 9000)
-    assert "--error-rate" not in plain and "--max-num-seqs" in plain
+    assert "--error-rate" not in plain and "--hang-after-first-byte" not in plain and "--max-num-seqs" in plain
     assert faulty[faulty.index("--error-rate") + 1] == "0.2" and "--max-num-seqs" in faulty
+    assert faulty[faulty.index("--hang-after-first-byte") + 1] == "0.5"
 
 
 @pytest.mark.parametrize("params, problem", [
     ({"versions": {"v2": {"error_rate": 0.5}}}, None),
     ({"versions": {"v2": {"error_rate": 2.0}}}, "versions['v2']: error_rate must be within [0, 1]"),
+    ({"versions": {"v2": {"hang_after_first_byte": 1.5}}},
+     "versions['v2']: hang_after_first_byte must be within [0, 1]"),
+    ({"versions": {"v2": {"hang_after_first_byte": "half"}}}, "versions['v2']: hang_after_first_byte must be a float."),
     ({"versions": {"v2": {"port": 1}}}, "versions['v2']: Unknown or reserved simulator parameter 'port'."),
     ({"versions": ["v2"]}, "versions must map version labels to simulator parameters."),
 ])

@@ -81,6 +81,9 @@ ANSWERS = {
                     + chunk(b'{"error": {"message": "in two ') + chunk(b'chunks", "code": 400}}') + b"0\r\n\r\n"),
     "slow-400": (b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 30\r\n\r\n",
                  (3.0, b'{"error": {"message": "late"}}')),
+    # A whole answer whose headers announce 200 bytes, then 10 of them, then the engine drops the connection.
+    "cut-200": (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 200\r\n\r\n{\"id\":\"cm",
+                (0.2, CLOSE)),
     "html-200": answer("200 OK", b"<html><body>Sign in to continue</body></html>", b"text/html"),
     "empty-200": answer("200 OK", b""),
     "redirect-307": b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://elsewhere/\r\ncontent-length: 0\r\n\r\n",

@@ -1,5 +1,6 @@
 """A rollout driving the real fleet: reconcile starts simulator engines of each version (with that version's
-fault flags), moves them between serving and warm as the weights change, and lets the losing version go."""
+fault flags: error rate, hang after the first byte), moves them between serving and warm as the weights change,
+and lets the losing version go."""
 from datetime import timedelta
 
 import httpx
@@ -105,3 +106,32 @@ def test_a_serves_less_as_b_takes_traffic_stays_warm_and_a_rollback_within_grace
     converge(deployment.pk, lambda: ready(deployment, a) == {R.SERVING: 2} and ready(deployment, b) == {R.WARM: 2})
     assert (engine_pids(), Instance.objects.count()) == (pids, rows)  # no engine started, none restarted
     assert {answers(i) for i in Instance.objects.filter(model_version=a, state=S.READY)} == {200}
+
+
+def hangs_after_first_byte(instance) -> bool:
+    """The engine sends a stream's first token, then nothing for a second (1 ms a token: 3 would be done)."""
+    body = {"model": "tiny-coder", "prompt": "def f():", "max_tokens": 3, "stream": True}
+    with httpx.stream("POST", instance.endpoint_url.rstrip("/") + "/v1/completions", json=body,
+                      timeout=httpx.Timeout(10, read=1.0)) as response:
+        events = (line for line in response.iter_lines() if line.startswith("data: "))
+        assert next(events).startswith("data: {")
+        try:
+            next(events)  # a second token: the engine goes on
+        except httpx.ReadTimeout:
+            return True
+        return False
+
+
+def test_the_hang_fault_reaches_only_the_version_it_is_set_for():
+    a, b = make_version(), make_version(artifact_uri="fleet-tiny-coder-b")
+    deployment = fleet_services.create_deployment(
+        tenant=None, name="sim", model_version=a, min_replicas=1, max_replicas=1,
+        runtime_backend=BuiltinRuntime.SIMULATOR, actor=FLEET,
+        simulator_params={**FAST, "versions": {b.version: {"hang_after_first_byte": 1.0}}})
+    converge(deployment.pk, lambda: ready(deployment, a) == {R.SERVING: 1})
+    services.start_rollout(deployment, to_version=b, actor=ADMIN)
+    converge(deployment.pk, lambda: ready(deployment, b) == {R.WARM: 1})
+    verdicts = {version.version: [hangs_after_first_byte(i) for i in
+                                  Instance.objects.filter(model_version=version, state=S.READY)]
+                for version in (a, b)}
+    assert verdicts == {a.version: [False], b.version: [True]}
