@@ -136,6 +136,30 @@ def pytest_configure(config):
                          "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
 
 
+VLLM_GROUP = "vllm"
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's own reordering
+def pytest_collection_modifyitems(config, items):
+    """How `make test` spreads the suite over processes (pytest-xdist, `-n N --dist loadgroup`; docs/operations.md).
+
+    A test file is one unit of work, so its module-scoped fixtures (gateways, simulators, servers) start once.
+    Every test of a real vLLM engine is one unit, run first and alone in one process: never two session engines,
+    never two real-engine journeys at once on a 2-core host (they share var/models and the host's admission), and
+    the longest unit starts first. Without `-n` the order is the same and the marks do nothing.
+    """
+    _skip_vllm_tests_without_an_engine(items)
+    vllm, rest = [], []
+    for item in items:
+        real_engine = item.get_closest_marker("vllm") is not None
+        group = VLLM_GROUP if real_engine else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+        (vllm if real_engine else rest).append(item)
+    # The journeys that start their own engines before the session engine (it lives until the process ends).
+    vllm.sort(key=lambda item: "tiny_vllm" in getattr(item, "fixturenames", ()))
+    items[:] = vllm + rest
+
+
 @pytest.fixture
 def audit_head(transactional_db):
     """A transactional database as the migrations left it: the chain head every audited write locks."""
@@ -195,7 +219,7 @@ def tiny_vllm(tiny_model_dir, tmp_path_factory) -> SessionEngine:
     stop(proc, grace=30)
 
 
-def pytest_collection_modifyitems(config, items):
+def _skip_vllm_tests_without_an_engine(items) -> None:
     """`vllm` tests need .venv-engine: skipped without it, except in CI where its absence fails."""
     if ENGINE_PYTHON.exists():
         return
