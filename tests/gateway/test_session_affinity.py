@@ -55,8 +55,8 @@ def test_an_overloaded_engine_spills_single_requests_and_keeps_the_session():
     endpoints = pool(2)
     home = pins.choose(policy, endpoints, request("agent")).id
     other = "e1" if home == "e0" else "e0"
-    # The home engine holds 4 in flight, the other none: 5 > ceil(1.25 x 2.5) = 4, over the bound.
-    busy = with_load(endpoints, **{home: 4})
+    # The home engine holds 7 in flight, the other none: 8 > max(ceil(1.75 x 4), 4 + 1) = 7, over the bound.
+    busy = with_load(endpoints, **{home: 7})
     assert pins.choose(policy, busy, request("agent")).id == other
     # Load evens out again: the session is back home. Its pin never moved, so another gateway process,
     # which may not have seen the load, holds the same pin.
@@ -69,7 +69,7 @@ def test_a_new_session_is_pinned_to_its_home_even_when_its_first_request_spills(
     policy, endpoints = get_policy("least_outstanding"), pool(3)
     home = SessionPins().choose(policy, endpoints, request("s")).id
     pins = SessionPins()
-    # Its home holds 4 in flight, the others none: 5 > max(ceil(1.25 x 5/3), ceil(5/3) + 1) = 3.
+    # Its home holds 4 in flight, the others none: 5 > max(ceil(1.75 x 5/3), ceil(5/3) + 1) = 3.
     assert pins.choose(policy, with_load(endpoints, **{home: 4}), request("s")).id != home
     assert pins.pinned("tenant-a", "s") == home and pins.choose(policy, endpoints, request("s")).id == home
 
@@ -78,7 +78,7 @@ def test_within_the_bound_a_busier_engine_keeps_its_session():
     policy, pins = get_policy("least_outstanding"), SessionPins()
     endpoints = pool(2)
     home = pins.choose(policy, endpoints, request("chat")).id
-    # 2 in flight at home, 1 elsewhere: 3 <= max(ceil(1.25 x 2), 2 + 1) = 3, within the bound.
+    # 2 in flight at home, 1 elsewhere: 3 <= max(ceil(1.75 x 2), 2 + 1) = 4, within the bound.
     busier = with_load(endpoints, **{home: 2, ("e1" if home == "e0" else "e0"): 1})
     assert pins.choose(policy, busier, request("chat")).id == home
 
