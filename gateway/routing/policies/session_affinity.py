@@ -73,28 +73,34 @@ class SessionPins:
         if request.session is None:
             return policy.choose(endpoints, request)
         candidates = eligible(endpoints)
-        key = (request.tenant_id, request.session)
-        walk = self._rings.ring(endpoints).walk(f"{request.tenant_id}\x00{request.session}")
-        pinned_id = self._pins.get(key)
-        pinned = next((e for e in candidates if e.id == pinned_id), None) if pinned_id is not None else None
-        if pinned is None:  # new, or its engine is gone or ineligible: the first eligible one of its walk
-            by_id = {e.id: e for e in candidates}
-            pinned = by_id[next(i for i in walk if i in by_id)]
-            result = PLACED if pinned_id is None else MOVED
-            self._pin(key, pinned.id)
-        else:
-            result = KEPT
-            self._pins.move_to_end(key)
-        if within_bound(pinned, candidates, self._balance):
-            self._observe(result)
-            return pinned
-        # `walk` goes on after the pinned engine when it was just placed (the ones before it are not
-        # eligible), or starts over when it was kept: either way the rest of the walk, in order.
-        chosen = self._spill(policy, endpoints, candidates, request, walk, pinned)
+        pinned, result, walk = self._pinned(endpoints, candidates, request)
+        chosen = pinned if within_bound(pinned, candidates, self._balance) else self._spill(
+            policy, endpoints, candidates, request, walk or self._walk(endpoints, request), pinned)
         self._observe(result)
         if chosen is not pinned:
             self._observe(SPILLED)  # besides: kept, placed and moved count every request once
         return chosen
+
+    def _pinned(self, endpoints: Sequence[Endpoint], candidates: Sequence[Endpoint],
+                request: RouteRequest) -> tuple[Endpoint, str, Iterator[str] | None]:
+        """The session's engine; whether it was kept, placed or moved; the rest of its walk if walked."""
+        key = (request.tenant_id, str(request.session))
+        pinned_id = self._pins.get(key)
+        pinned = next((e for e in candidates if e.id == pinned_id), None) if pinned_id is not None else None
+        if pinned is not None:
+            self._pins.move_to_end(key)
+            return pinned, KEPT, None
+        # New, or its engine is gone or ineligible: the first eligible engine of its walk. The rest of
+        # the walk (the engines before it are not eligible) is where a spill looks next.
+        walk = self._walk(endpoints, request)
+        by_id = {e.id: e for e in candidates}
+        pinned = by_id[next(i for i in walk if i in by_id)]
+        self._pin(key, pinned.id)
+        return pinned, PLACED if pinned_id is None else MOVED, walk
+
+    def _walk(self, endpoints: Sequence[Endpoint], request: RouteRequest) -> Iterator[str]:
+        """The pool's engine ids in the session's order (the same in every gateway process)."""
+        return self._rings.ring(endpoints).walk(f"{request.tenant_id}\x00{request.session}")
 
     def _spill(self, policy: RoutingPolicy, endpoints: Sequence[Endpoint], candidates: Sequence[Endpoint],
                request: RouteRequest, walk: Iterator[str], busy: Endpoint) -> Endpoint:
