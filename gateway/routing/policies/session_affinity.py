@@ -36,7 +36,7 @@ DEFAULT_MAX_SESSIONS = 50_000  # per pool: about 10 MB at most
 # while a busier engine only batches one more sequence. Measured on three simulators with 30 sessions
 # of 6 turns (tests/gateway_app/test_session_affinity_prefix_cache.py; a hash spreads 30 sessions
 # unevenly over 3 engines): at 1.25, 9-32 of the 180 session requests spilled (eleven runs), at 1.5
-# 6-34 (five), at 1.75 0-8 (seven). Not 2 or more: with two engines such a bound could never be hit.
+# 6-34 (five), at 1.75 0-8 (nine). Not 2 or more: with two engines such a bound could never be hit.
 SESSION_BALANCE = 1.75
 KEPT, PLACED, MOVED, SPILLED = "kept", "placed", "moved", "spilled"
 
