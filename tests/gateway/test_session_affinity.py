@@ -1,11 +1,16 @@
 """Session affinity over the routing policies, with fake endpoints (no HTTP)."""
 from __future__ import annotations
 
+import ast
 import collections
 import dataclasses
+import os
+import subprocess
+import sys
 
 import pytest
 
+from bench._procs import REPO_ROOT
 from gateway.config.snapshot import Pool, Upstream
 from gateway.routing.balancer import RouteHints
 from gateway.routing.policies import NoEligibleEndpoint, RouteRequest, get_policy
@@ -63,6 +68,22 @@ def test_an_overloaded_engine_spills_single_requests_and_keeps_the_session():
     assert pins.pinned("tenant-a", "agent") == home
     assert {pins.choose(policy, endpoints, request("agent")).id for _ in range(10)} == {home}
     assert results[:3] == [PLACED, KEPT, SPILLED] and set(results[3:]) == {KEPT}
+
+
+PLACE_IN_A_PROCESS = """
+from gateway.routing.policies import RouteRequest, get_policy
+from gateway.routing.policies.session_affinity import SessionPins
+from tests.gateway.policy_helpers import pool
+pins, policy = SessionPins(), get_policy("least_outstanding")
+print([pins.choose(policy, pool(5), RouteRequest("7", "m", session=f"agent-{i}")).id for i in range(30)])
+"""
+
+
+def test_separate_processes_with_different_hash_seeds_pin_sessions_alike():
+    """Real processes, as `--workers` starts them: nothing in the placement may depend on Python's hash()."""
+    places = {subprocess.run([sys.executable, "-c", PLACE_IN_A_PROCESS], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed}, cwd=REPO_ROOT).stdout for seed in ("1", "2")}
+    assert len(places) == 1 and len(set(ast.literal_eval(places.pop()))) == 5  # one placement, over all five engines
 
 
 def test_a_new_session_is_pinned_to_its_home_even_when_its_first_request_spills():
