@@ -32,16 +32,6 @@ def redis_problem(url: str) -> str | None:
         return str(error)
 
 
-def clear_limit_counters(url: str) -> None:
-    """Forget limit counters of earlier runs. Each throwaway database is an install of its own, so its
-    keys (`sy:<install id>:rl:…`) never meet an earlier run's; this only keeps db 13 small."""
-    import redis
-
-    client = redis.Redis.from_url(url)
-    for key in client.scan_iter(match="sy:*:rl:*", count=1000):
-        client.delete(key)
-
-
 @dataclass
 class Fleet:
     """Simulators + gateway in one throwaway var dir; use inside `Processes`."""

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 
 from bench import workload
-from bench._fleet import clear_limit_counters, redis_problem, redis_url
+from bench._fleet import redis_problem, redis_url
 from bench._procs import REPO_ROOT, Processes, free_port, stderr_tail, wait_http
 
 MAX = int(os.environ.get("BENCH_AUTOSCALE_MAX", "5"))
@@ -91,7 +91,6 @@ def main() -> None:
         print(f"autoscale: Redis at {redis_url()} is unavailable ({problem}); the gateway needs it (skipped)")
         return
     spec = workload.StandupSpec.from_env()
-    clear_limit_counters(redis_url())
     var_dir = tempfile.mkdtemp(prefix="switchyard-bench-autoscale-")
     env = _env(var_dir)
     try:

@@ -22,7 +22,7 @@ import statistics
 from typing import NamedTuple
 
 from bench import _cpu, _load
-from bench._fleet import Fleet, clear_limit_counters, redis_problem, redis_url
+from bench._fleet import Fleet, redis_problem, redis_url
 from bench._procs import Processes, free_port, wait_http
 
 TARGET_ADDED_P50_MS = 1.0
@@ -45,7 +45,6 @@ def main() -> None:
     if problem:
         print(f"gateway: Redis at {redis_url()} is unavailable ({problem}); the gateway needs it for limits (skipped)")
         return
-    clear_limit_counters(redis_url())
     with Processes() as procs:
         fleet = Fleet(procs)
         try:

@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 
-from bench._fleet import Fleet, clear_limit_counters, redis_problem, redis_url
+from bench._fleet import Fleet, redis_problem, redis_url
 from bench._procs import REPO_ROOT, Processes
 
 ENGINE = ("--decode-ms-per-token", "1", "--prefill-ms-per-token", "3", "--max-num-seqs", "64")
@@ -50,7 +50,6 @@ def main() -> None:
         return
     rate = float(os.environ.get("BENCH_ROLLOUT_RATE", "10"))
     scenarios = chosen_scenarios()
-    clear_limit_counters(redis_url())
     with Processes() as procs:
         fleet = Fleet(procs)
         try:

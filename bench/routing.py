@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 
 from bench import workload
-from bench._fleet import Fleet, clear_limit_counters, redis_problem, redis_url
+from bench._fleet import Fleet, redis_problem, redis_url
 from bench._procs import Processes
 
 POLICIES = ("round_robin", "least_outstanding", "latency_ewma", "prefix_affinity")
@@ -61,7 +61,6 @@ def main() -> None:
         return
     spec = workload.WorkloadSpec.from_env()
     policies = [p for p in os.environ.get("BENCH_ROUTING_POLICIES", ",".join(POLICIES)).split(",") if p]
-    clear_limit_counters(redis_url())
     results = []
     with Processes() as procs:
         fleet = Fleet(procs)

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 from bench import workload
-from bench._fleet import Fleet, clear_limit_counters, redis_problem, redis_url
+from bench._fleet import Fleet, redis_problem, redis_url
 from bench._procs import Processes
 
 ENGINE_ARGS = ("--prefill-ms-per-token", "0.1", "--decode-ms-per-token", "15", "--max-num-seqs", "16",
@@ -109,7 +109,6 @@ def main() -> None:
         return
     spec = TypingSpec.from_env()
     strokes = typing_trace(spec)
-    clear_limit_counters(redis_url())
     results = []
     with Processes() as procs:
         fleet = Fleet(procs, model="typing-coder")

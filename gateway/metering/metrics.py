@@ -87,7 +87,8 @@ class GatewayMetrics:
             registry=registry)
         self.session_placements = Counter(
             "switchyard_gateway_session_placements",
-            "Requests with a session header: kept on the session's engine, or placed (new or moved session).",
+            "Requests with a session header: kept on the session's engine, placed (new session) or moved (its "
+            "engine failed); spilled also counts those served elsewhere once (their engine over the load bound).",
             ["result"], registry=registry)
         self.fallbacks = Counter("switchyard_gateway_fallbacks", "Requests sent to a fallback model.",
                                  ["model", "reason"], registry=registry)

@@ -1,14 +1,20 @@
 """Session affinity over the routing policies, with fake endpoints (no HTTP)."""
 from __future__ import annotations
 
+import ast
+import collections
 import dataclasses
+import os
+import subprocess
+import sys
 
 import pytest
 
+from bench._procs import REPO_ROOT
 from gateway.config.snapshot import Pool, Upstream
 from gateway.routing.balancer import RouteHints
 from gateway.routing.policies import NoEligibleEndpoint, RouteRequest, get_policy
-from gateway.routing.policies.session_affinity import KEPT, MOVED, PLACED, SessionPins
+from gateway.routing.policies.session_affinity import KEPT, PLACED, SPILLED, SessionPins
 from gateway.routing.policy_chooser import PolicyChooser
 from tests.gateway.policy_helpers import pool
 
@@ -28,32 +34,72 @@ def test_a_session_stays_on_its_engine_over_every_policy(name):
     assert {pins.choose(policy, endpoints, request("s1")).id for _ in range(50)} == {first}
 
 
-def test_sessions_spread_as_the_policy_places_them():
+def test_new_sessions_spread_over_the_engines_by_their_hash():
     policy, pins, endpoints = get_policy("round_robin"), SessionPins(), pool(4)
-    placed = [pins.choose(policy, endpoints, request(f"s{i}")).id for i in range(8)]
-    assert sorted(placed) == ["e0", "e0", "e1", "e1", "e2", "e2", "e3", "e3"]
+    placed = collections.Counter(pins.choose(policy, endpoints, request(f"s{i}")).id for i in range(400))
+    assert sorted(placed) == ["e0", "e1", "e2", "e3"] and min(placed.values()) >= 70  # 100 each on average
 
 
-def test_an_overloaded_engine_moves_the_session_which_then_sticks_to_the_new_one():
+@pytest.mark.parametrize("name", ["round_robin", "least_outstanding", "latency_ewma", "prefix_affinity"])
+def test_two_gateway_processes_place_and_move_a_session_alike(name):
+    """Pins are not shared between processes: the placement must come out the same in each."""
+    first, second = (SessionPins(), get_policy(name)), (SessionPins(), get_policy(name))
+    endpoints = pool(4)
+    sessions = [f"agent-{i}" for i in range(40)]
+    places = [[pins.choose(policy, endpoints, request(s)).id for s in sessions] for pins, policy in (first, second)]
+    assert places[0] == places[1]
+    down = [dataclasses.replace(e, ejected=True) if e.id == "e0" else e for e in endpoints]
+    moves = [[pins.choose(policy, down, request(s)).id for s in sessions] for pins, policy in (first, second)]
+    assert moves[0] == moves[1] and "e0" not in moves[0]
+    assert [m for p, m in zip(places[0], moves[0]) if p != "e0"] == [p for p in places[0] if p != "e0"]
+
+
+def test_an_overloaded_engine_spills_single_requests_and_keeps_the_session():
     results = []
     policy, pins = get_policy("least_outstanding"), SessionPins(observer=results.append)
     endpoints = pool(2)
     home = pins.choose(policy, endpoints, request("agent")).id
     other = "e1" if home == "e0" else "e0"
-    # The home engine holds 4 in flight, the other none: 5 > ceil(1.25 x 2.5) = 4, over the bound.
-    busy = with_load(endpoints, **{home: 4})
-    moved = pins.choose(policy, busy, request("agent")).id
-    assert moved == other
-    # Load evens out again: the session stays where it moved (its context is cached there now).
-    assert {pins.choose(policy, endpoints, request("agent")).id for _ in range(10)} == {other}
-    assert results[:2] == [PLACED, MOVED] and set(results[2:]) == {KEPT}
+    # The home engine holds 7 in flight, the other none: 8 > max(ceil(1.75 x 4), 4 + 1) = 7, over the bound.
+    busy = with_load(endpoints, **{home: 7})
+    assert pins.choose(policy, busy, request("agent")).id == other
+    # Load evens out again: the session is back home. Its pin never moved, so another gateway process,
+    # which may not have seen the load, holds the same pin.
+    assert pins.pinned("tenant-a", "agent") == home
+    assert {pins.choose(policy, endpoints, request("agent")).id for _ in range(10)} == {home}
+    assert results[:3] == [PLACED, KEPT, SPILLED] and set(results[3:]) == {KEPT}
+
+
+PLACE_IN_A_PROCESS = """
+from gateway.routing.policies import RouteRequest, get_policy
+from gateway.routing.policies.session_affinity import SessionPins
+from tests.gateway.policy_helpers import pool
+pins, policy = SessionPins(), get_policy("least_outstanding")
+print([pins.choose(policy, pool(5), RouteRequest("7", "m", session=f"agent-{i}")).id for i in range(30)])
+"""
+
+
+def test_separate_processes_with_different_hash_seeds_pin_sessions_alike():
+    """Real processes, as `--workers` starts them: nothing in the placement may depend on Python's hash()."""
+    places = {subprocess.run([sys.executable, "-c", PLACE_IN_A_PROCESS], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed}, cwd=REPO_ROOT).stdout for seed in ("1", "2")}
+    assert len(places) == 1 and len(set(ast.literal_eval(places.pop()))) == 5  # one placement, over all five engines
+
+
+def test_a_new_session_is_pinned_to_its_home_even_when_its_first_request_spills():
+    policy, endpoints = get_policy("least_outstanding"), pool(3)
+    home = SessionPins().choose(policy, endpoints, request("s")).id
+    pins = SessionPins()
+    # Its home holds 4 in flight, the others none: 5 > max(ceil(1.75 x 5/3), ceil(5/3) + 1) = 3.
+    assert pins.choose(policy, with_load(endpoints, **{home: 4}), request("s")).id != home
+    assert pins.pinned("tenant-a", "s") == home and pins.choose(policy, endpoints, request("s")).id == home
 
 
 def test_within_the_bound_a_busier_engine_keeps_its_session():
     policy, pins = get_policy("least_outstanding"), SessionPins()
     endpoints = pool(2)
     home = pins.choose(policy, endpoints, request("chat")).id
-    # 2 in flight at home, 1 elsewhere: 3 <= max(ceil(1.25 x 2), 2 + 1) = 3, within the bound.
+    # 2 in flight at home, 1 elsewhere: 3 <= max(ceil(1.75 x 2), 2 + 1) = 4, within the bound.
     busier = with_load(endpoints, **{home: 2, ("e1" if home == "e0" else "e0"): 1})
     assert pins.choose(policy, busier, request("chat")).id == home
 
@@ -87,7 +133,14 @@ def test_sessions_of_two_tenants_with_the_same_id_are_separate():
     endpoints = pool(2)
     a = pins.choose(policy, endpoints, request("same", tenant="a")).id
     b = pins.choose(policy, endpoints, request("same", tenant="b")).id
-    assert a != b and pins.pinned("a", "same") == a and pins.pinned("b", "same") == b
+    assert pins.pinned("a", "same") == a and pins.pinned("b", "same") == b
+    down = [dataclasses.replace(e, ejected=True) if e.id == a else e for e in endpoints]
+    moved = pins.choose(policy, down, request("same", tenant="a")).id
+    assert pins.pinned("a", "same") == moved != a and pins.pinned("b", "same") == b  # b's did not move with it
+    # The tenant is part of the session's hash: the same ids do not all land alike.
+    ids = [f"s{i}" for i in range(20)]
+    assert [pins.choose(policy, endpoints, request(i, tenant="a")).id for i in ids] != \
+        [pins.choose(policy, endpoints, request(i, tenant="b")).id for i in ids]
 
 
 def test_the_pin_table_is_bounded_least_recently_used_first():

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from bench._fleet import Fleet, clear_limit_counters, redis_problem, redis_url
+from bench._fleet import Fleet, redis_problem, redis_url
 from bench._procs import REPO_ROOT, Processes
 
 pytestmark = [pytest.mark.slow,
@@ -23,7 +23,6 @@ BACKSTOP_SECONDS = 60
 
 @pytest.fixture(scope="module")
 def bus_fleet():
-    clear_limit_counters(redis_url())
     with Processes() as procs:
         fleet = Fleet(procs, model="bus-coder")
         try:

@@ -29,7 +29,7 @@ from collections import defaultdict
 import httpx
 import pytest
 
-from bench._fleet import Fleet, clear_limit_counters, redis_problem, redis_url
+from bench._fleet import Fleet, redis_problem, redis_url
 from bench._procs import Processes
 
 pytestmark = [pytest.mark.slow,
@@ -42,7 +42,6 @@ WARMUP, COUNT, HANG_GUARD = 3.0, 150, 300.0  # s, requests served in the measure
 
 @pytest.fixture(scope="module")
 def fleet():
-    clear_limit_counters(redis_url())
     with Processes() as procs:
         fleet = Fleet(procs, model="fair-coder")
         try:

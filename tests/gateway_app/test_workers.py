@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from bench._fleet import Fleet, clear_limit_counters, redis_problem, redis_url
+from bench._fleet import Fleet, redis_problem, redis_url
 from bench._procs import Processes, stderr_tail
 
 pytestmark = [pytest.mark.slow,
@@ -21,7 +21,6 @@ pytestmark = [pytest.mark.slow,
 
 @pytest.fixture(scope="module")
 def two_workers():
-    clear_limit_counters(redis_url())  # the fixture's ids restart at 1 in every throwaway database
     with Processes() as procs:
         fleet = Fleet(procs, model="workers-coder")
         try:

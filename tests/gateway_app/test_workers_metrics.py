@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from bench._fleet import Fleet, clear_limit_counters, redis_problem, redis_url
+from bench._fleet import Fleet, redis_problem, redis_url
 from bench._procs import Processes
 
 pytestmark = [pytest.mark.slow,
@@ -23,7 +23,6 @@ REQUESTS = 30
 
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory):
-    clear_limit_counters(redis_url())  # the fixture's ids restart at 1 in every throwaway database
     tmp = tmp_path_factory.mktemp("gateway-tmp")  # where the supervisor makes its metrics directory
     with Processes() as procs:
         fleet = Fleet(procs, model="metrics-coder")

@@ -3,7 +3,12 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+from collections import OrderedDict
 from typing import Iterator, Sequence
+
+from gateway.routing.policies.base import Endpoint
+
+RING_CACHE_SIZE = 16  # distinct pool shapes kept; a policy instance serves one or a few pools
 
 
 def hash64(text: str) -> int:
@@ -37,3 +42,26 @@ class HashRing:
                 yield member_id
                 if len(seen) == self.size:
                     return
+
+
+class RingCache:
+    """The ring of a pool's endpoints, built once per set of members (least recently used dropped first)."""
+
+    def __init__(self, vnodes: int = 160, size: int = RING_CACHE_SIZE) -> None:
+        self._vnodes, self._size = vnodes, size
+        self._rings: OrderedDict[tuple, HashRing] = OrderedDict()
+
+    def ring(self, endpoints: Sequence[Endpoint]) -> HashRing:
+        # The ring holds every weighted endpoint, healthy or not: an ejected engine's keys
+        # move to its ring successors and come back when it returns; nothing else moves.
+        # Cached by the members in the order given (a pool lists its engines in a stable
+        # order); the ring itself does not depend on that order.
+        members = tuple((e.id, e.weight) for e in endpoints if e.weight > 0)
+        ring = self._rings.get(members)
+        if ring is None:
+            ring = self._rings[members] = HashRing(sorted(members), self._vnodes)
+            if len(self._rings) > self._size:
+                self._rings.popitem(last=False)
+        elif len(self._rings) > 1:
+            self._rings.move_to_end(members)
+        return ring

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import math
 import random
-from collections import OrderedDict
 from typing import Callable, Sequence
 
 from gateway.routing.policies.base import Endpoint, PolicyName, RouteRequest, RoutingPolicy, eligible
-from gateway.routing.policies.hash_ring import HashRing
+from gateway.routing.policies.hash_ring import RingCache
 from gateway.routing.policies.least_outstanding import least_loaded
 from gateway.routing.policies.window import RecentAssignments
 
-RING_CACHE_SIZE = 16  # distinct pool shapes kept; a policy instance serves one or a few pools
 DEFAULT_BALANCE = 1.25
 DEFAULT_WINDOW = 256  # placements remembered for the share bound
 INFLIGHT_HEADROOM = 1  # an endpoint may always hold one request over its fair in-flight share
@@ -50,11 +48,10 @@ class PrefixAffinity(RoutingPolicy):
         if balance < 1:
             raise ValueError(f"balance must be at least 1, got {balance}")
         self._balance = balance
-        self._vnodes = vnodes
         # None or 0 turns the share bound off (in-flight bound only, as before).
         self._recent = RecentAssignments(window) if window else None
         self._rng = rng or random.Random()
-        self._rings: OrderedDict[tuple, HashRing] = OrderedDict()
+        self._rings = RingCache(vnodes)
         # Told, per keyed request, whether it landed on its key's home endpoint (a hit-ratio metric).
         self._observe = observer or (lambda home: None)
 
@@ -63,7 +60,7 @@ class PrefixAffinity(RoutingPolicy):
         key = request.affinity_key or request.prefix_key
         if key is None:
             return self._record(least_loaded(candidates, self._rng))
-        ring = self._ring(endpoints)
+        ring = self._rings.ring(endpoints)
         if ring.size == 1:  # one engine: it is every key's home (nothing to hash or bound)
             self._observe(True)
             return self._record(candidates[0])
@@ -112,18 +109,3 @@ class PrefixAffinity(RoutingPolicy):
         if self._recent is not None:
             self._recent.add(endpoint.id)
         return endpoint
-
-    def _ring(self, endpoints: Sequence[Endpoint]) -> HashRing:
-        # The ring holds every weighted endpoint, healthy or not: an ejected engine's keys
-        # move to its ring successors and come back when it returns; nothing else moves.
-        # Cached by the members in the order given (a pool lists its engines in a stable
-        # order); the ring itself does not depend on that order.
-        members = tuple((e.id, e.weight) for e in endpoints if e.weight > 0)
-        ring = self._rings.get(members)
-        if ring is None:
-            ring = self._rings[members] = HashRing(sorted(members), self._vnodes)
-            if len(self._rings) > RING_CACHE_SIZE:
-                self._rings.popitem(last=False)
-        elif len(self._rings) > 1:
-            self._rings.move_to_end(members)
-        return ring
