@@ -90,7 +90,7 @@ class PoolQueues:
     def saturated(self, pools: tuple[Pool, ...]) -> bool:
         """Would a request for these pools have to wait (or is nothing routable)?"""
         queue = self.queue_for(pools)
-        return queue.capacity == 0 or queue.saturated
+        return queue.capacity == 0 or queue.full
 
     async def run(self) -> None:
         """Tick: this process is alive (its share of every pool's slots), and which pools share their slots now."""
