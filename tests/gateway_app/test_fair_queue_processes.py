@@ -139,6 +139,7 @@ def test_three_tenants_get_fair_shares_across_two_gateway_processes(fleet):
     started = gateways(fleet, shared=False)
     served, latencies, failures = run_load(fleet, [url for _, url in started], PER_PROCESS_COUNT)
     per_process = report("per-process fairness", served, latencies)
+    print_gateway_figures(fleet, started)
     for proc, _ in started:
         procs.stop(proc)
     assert not failures, failures
@@ -148,6 +149,7 @@ def test_three_tenants_get_fair_shares_across_two_gateway_processes(fleet):
     sampler = DepthSampler(fleet.metrics_urls[started[0][0].pid])
     served, latencies, failures = run_load(fleet, [url for _, url in started], COUNT, on_window=sampler)
     shared = report("shared fairness", served, latencies)
+    print_gateway_figures(fleet, started)
     assert not failures, failures
     assert sum(served.values()) == COUNT, served
     # The light tenants are the ones waiting on the first gateway only (the heavy one waits on both).
@@ -162,6 +164,22 @@ def test_three_tenants_get_fair_shares_across_two_gateway_processes(fleet):
     heavy_median = statistics.median(latencies["heavy"])
     for tenant in ("light1", "light2"):
         assert statistics.median(latencies[tenant]) < heavy_median, latencies
+
+
+def print_gateway_figures(fleet: Fleet, started) -> None:
+    """Per gateway, the mean seconds a request spent out of the queue (its slot held: request − queue
+    wait), and how often the shared queue fell back to per-process fairness (Redis slow or away)."""
+    means, fallbacks = [], []
+    for proc, _ in started:
+        text = httpx.get(fleet.metrics_urls[proc.pid], timeout=10).text
+        total = {name: sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                           if line.split("{")[0].split(" ")[0] == f"switchyard_gateway_{name}")
+                 for name in ("request_seconds_sum", "request_seconds_count", "queue_wait_seconds_sum",
+                              "fair_queue_local_fallbacks_total")}
+        fallbacks.append(total["fair_queue_local_fallbacks_total"])
+        means.append(round((total["request_seconds_sum"] - total["queue_wait_seconds_sum"])
+                           / max(1.0, total["request_seconds_count"]), 3))
+    print(f"  mean seconds a request held its slot, per gateway: {means}; fallbacks to per-process: {fallbacks}")
 
 
 def heavy_ids(fleet: Fleet, second_gateway) -> set[str]:
