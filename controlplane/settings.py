@@ -469,8 +469,9 @@ SWITCHYARD_GATEWAY_QUEUE_INFLIGHT_PER_INSTANCE = env_int("SWITCHYARD_GATEWAY_QUE
 SWITCHYARD_GATEWAY_QUEUE_MAX = env_int("SWITCHYARD_GATEWAY_QUEUE_MAX", 1000, minimum=0)
 SWITCHYARD_GATEWAY_QUEUE_MAX_PER_TENANT = env_int("SWITCHYARD_GATEWAY_QUEUE_MAX_PER_TENANT", 100, minimum=0)
 SWITCHYARD_GATEWAY_QUEUE_MAX_WAIT = env_float("SWITCHYARD_GATEWAY_QUEUE_MAX_WAIT", 30.0)
-# A pool's slots and its tenants' turns shared by every gateway process through Redis (docs/routing.md); opt-in.
-SWITCHYARD_GATEWAY_QUEUE_SHARED = env_bool("SWITCHYARD_GATEWAY_QUEUE_SHARED", False)
+# A pool's slots and its tenants' turns shared by every gateway process through Redis (docs/routing.md);
+# false: each process has the whole capacity and its own turns.
+SWITCHYARD_GATEWAY_QUEUE_SHARED = env_bool("SWITCHYARD_GATEWAY_QUEUE_SHARED", True)
 SWITCHYARD_GATEWAY_FALLBACK_FIRST_BYTE_MS = env_int("SWITCHYARD_GATEWAY_FALLBACK_FIRST_BYTE_MS", 500, minimum=1)
 SWITCHYARD_GATEWAY_DEDUP_TTL_SECONDS = env_float("SWITCHYARD_GATEWAY_DEDUP_TTL_SECONDS", 60.0)
 # Request bodies (gateway/server/): the longest pause in one, the least average rate after that

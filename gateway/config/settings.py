@@ -27,7 +27,7 @@ class GatewayConfig:
     usage_spool_max_bytes: int = 1024 ** 3  # the spool's bound (the dead letter's too); 0 turns the spool off
     default_user_rpm: int = 120
     queue_inflight_per_instance: int = 64  # requests per engine before a pool counts as saturated
-    queue_shared: bool = False  # slots and turns shared by every gateway process through Redis (else per process)
+    queue_shared: bool = True  # slots and turns shared by every gateway process through Redis (else per process)
     queue_max: int = 1000  # requests waiting per pool
     queue_max_per_tenant: int = 100  # requests one tenant may have waiting per pool
     queue_max_wait: float = 30.0

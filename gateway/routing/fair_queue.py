@@ -49,6 +49,7 @@ class Coordinator(Protocol):
     """What a queue asks of the shared (cross-process) slot state; see shared_slots.SharedSlots."""
 
     engaged: bool  # slots are granted by the shared state now (every process is told to ask it)
+    informed: bool  # the shared state has answered (a report or a tick) since this queue was made
 
     def limit(self, capacity: int) -> int: ...
 
@@ -145,6 +146,20 @@ class FairQueue:
         if shared is not None and shared.engaged:
             return True
         return self.active >= self.limit or self._waiting > 0
+
+    @property
+    def full(self) -> bool:
+        """Would a newcomer wait, as far as this process knows (the fallback decision)?
+
+        A new queue asks the shared state before it takes a slot (`saturated`) until it first hears
+        from it; that says nothing about the pool being busy, so until then only its own waiters and
+        slots count: else a pool this process has not served yet would look full and a request that
+        could go to its fallback model would queue for the primary instead.
+        """
+        shared = self.shared
+        if shared is not None and not shared.informed:
+            return self._waiting > 0 or self.active >= self.capacity
+        return self.saturated
 
     def depth(self, tenant: Hashable) -> int:
         queue = self._queues.get(tenant)

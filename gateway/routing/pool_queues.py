@@ -4,7 +4,7 @@ Saturation is counted in slots: a pool of N usable engines holds at most
 `queue_inflight_per_instance × N` requests in flight; more wait in the pool's `FairQueue`. With a
 Redis (the usual case: the gateway needs one for its limits) the slots are the pool's across every
 gateway process, and a freed slot goes to the least-served waiting tenant whichever process its
-request landed on (`gateway.routing.shared_slots`, opt-in: `queue_shared`); each process takes its
+request landed on (`gateway.routing.shared_slots`; on unless `queue_shared` is false); each process takes its
 own share of the slots without a round trip. Otherwise each process counts its own requests only.
 (The engines' scraped `num_requests_waiting` is not used: the snapshot does not reload when
 metrics change, so it would be stale, and a stale "full" could hold waiters that nothing in this
@@ -90,7 +90,7 @@ class PoolQueues:
     def saturated(self, pools: tuple[Pool, ...]) -> bool:
         """Would a request for these pools have to wait (or is nothing routable)?"""
         queue = self.queue_for(pools)
-        return queue.capacity == 0 or queue.saturated
+        return queue.capacity == 0 or queue.full
 
     async def run(self) -> None:
         """Tick: this process is alive (its share of every pool's slots), and which pools share their slots now."""

@@ -82,6 +82,7 @@ class SharedSlots:
         # Engaged from the start: until its first tick says whether the pool is saturated, a new
         # queue asks (its first report also tells the others that this process serves the pool).
         self.engaged = True
+        self.informed = False  # no report answered and no tick read yet (FairQueue.full)
         self._scripts, self._process, self._gateways = scripts, process, gateways
         self._settings, self._metrics = settings, metrics
         self.keys = [f"{base}:{suffix}" for suffix in ("live", "inflight", "vt", "wait", "mode", "members", "pvt")]
@@ -110,6 +111,7 @@ class SharedSlots:
 
     def mode_seen(self, on: bool) -> None:
         """The tick read the pool's mode key: join (report this process's slots) or leave shared mode."""
+        self.informed = True
         if on and not self.engaged:
             self.engaged = True
             self.kick()
@@ -155,6 +157,7 @@ class SharedSlots:
     def _apply(self, result: list) -> None:
         tenants, reply = result
         mode, self.free = reply[0], reply[1]
+        self.informed = True
         for tenant, count in zip(tenants, reply[2:]):
             for _ in range(count):
                 self.queue.grant(tenant)  # a waiter gone meanwhile: the next report corrects the count

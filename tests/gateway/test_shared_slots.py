@@ -66,6 +66,23 @@ def test_below_its_share_a_process_takes_slots_without_any_redis_call():
     assert run(scenario) == (0, False)
 
 
+def test_a_pool_this_process_has_not_served_yet_does_not_count_as_saturated_for_the_fallback_decision():
+    async def scenario(install):
+        process = make_process(URL, install, tick=False)  # no tick: nothing heard from the shared state yet
+        queue = process.queue
+        fresh = queue.shared.engaged, process.queues.saturated(POOLS)
+        await asyncio.wait_for(queue.enter("t1"), 10)  # asks the shared state (its first report)
+        for _ in range(queue.capacity - 1):
+            await asyncio.wait_for(queue.enter("t1"), 10)
+        full = process.queues.saturated(POOLS)
+        await stop(process)
+        return fresh, full
+
+    # Engaged (its first admission asks the shared state) yet not saturated: a request may still go
+    # to this pool as a fallback; once all its slots are held it is.
+    assert run(scenario) == ((True, False), True)
+
+
 def test_the_pool_capacity_holds_across_processes_and_a_freed_slot_reaches_the_other_process():
     async def scenario(install):
         a, b = make_process(URL, install), make_process(URL, install)
