@@ -298,7 +298,7 @@ def _print(spec, results: list[Result], began: float) -> None:
     print(_surge_settings() + "\n")
     print(f"auto-sched: one schedule window, {MAX} serving from the step ({spec.step_at:g} s) to the end of the hold "
           f"({spec.step_at + spec.hold_seconds:g} s), lead {LOAD_SECONDS:g} s (the modeled cold start); the fade and "
-          f"the rest are the reactive rules'\n")
+          f"the rest are the reactive rules\n")
     spike = (spec.step_at, spec.spike_ends)
     print("| deployment | requests | failed | TTFT p95 ms | TTFT p95 ms, spike | back under SLO after s | "
           "instance-s | scale events (up/down) | peak instances | decision → promoted warm instance serves s | "
