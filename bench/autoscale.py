@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -137,12 +138,13 @@ def _run(procs: Processes, env: dict, spec, var_dir: str) -> tuple[list[Result],
 
 def _schedule_then_wait(env: dict, spec) -> float:
     """Set the scheduled deployment's window for a replay starting SCHEDULE_MARGIN s from now; wait until then."""
-    start_at = time.time() + SCHEDULE_MARGIN_SECONDS
+    # On a whole second: the window's times are written to the second.
+    start_at = float(math.ceil(time.time() + SCHEDULE_MARGIN_SECONDS))
     _rows(env, "schedule", "auto-sched", json.dumps([schedule_window(spec, start_at)]))
     late = time.time() - start_at
     if late > 0:
         raise RuntimeError(f"setting the schedule took {late:.1f} s past the planned start; raise the margin")
-    time.sleep(start_at - time.time())
+    time.sleep(max(0.0, start_at - time.time()))
     return time.time()
 
 
