@@ -136,8 +136,8 @@ def parse_zone(raw) -> str:
         raise ValueError('time_zone must be an IANA zone name such as "Europe/Berlin".')
     try:
         ZoneInfo(raw)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f'unknown time zone {raw!r} (use an IANA name such as "Europe/Berlin").') from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f'unknown time zone {raw[:64]!r} (use an IANA name such as "Europe/Berlin").') from None
     return raw
 
 
