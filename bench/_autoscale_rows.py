@@ -1,6 +1,7 @@
 """The autoscaling benchmark's database side, run in a child process with the bench's SWITCHYARD_VAR_DIR.
 
     python -m bench._autoscale_rows setup   SPEC_JSON   # migrate; tenant, key, one deployment per scenario
+    python -m bench._autoscale_rows schedule NAME JSON  # set a deployment's schedule windows
     python -m bench._autoscale_rows status              # ready serving / warm instances per scenario
     python -m bench._autoscale_rows report  FROM TO     # instance-seconds, decisions, promotions (epoch seconds)
     python -m bench._autoscale_rows cleanup             # stop every engine of this bench's fleet namespace
@@ -50,6 +51,16 @@ def setup(spec: dict) -> dict:
         if scenario.get("policy"):
             services.set_scaling_policy(deployment, actor=actor, enabled=True, **scenario["policy"])
     return {"key": minted.raw}
+
+
+def schedule(name: str, windows: list) -> dict:
+    from audit.actor import Actor
+    from fleet import services
+    from fleet.models import Deployment
+
+    policy = services.set_scaling_policy(Deployment.objects.get(name=name), actor=Actor.system("bench"),
+                                         schedule=windows)
+    return {"schedule": policy.schedule, "lead_seconds": policy.schedule_lead_seconds}
 
 
 def status() -> dict:
@@ -141,6 +152,8 @@ def main(argv: list[str]) -> None:
     command, *args = argv
     if command == "setup":
         print(json.dumps(setup(json.loads(args[0]))))
+    elif command == "schedule":
+        print(json.dumps(schedule(args[0], json.loads(args[1]))))
     elif command == "status":
         print(json.dumps(status()))
     elif command == "report":

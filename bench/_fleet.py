@@ -12,11 +12,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 from bench._procs import REPO_ROOT, Processes, free_port, stderr_tail, wait_http
 
-BENCH_REDIS_DB = 13
+BENCH_REDIS_DB = int(os.environ.get("BENCH_REDIS_DB", "13"))  # another database keeps concurrent runs apart
 
 
 def redis_url() -> str:
-    """REDIS_URL's server (else 127.0.0.1:6379), database 13: limit counters never mix with real ones."""
+    """REDIS_URL's server (else 127.0.0.1:6379), database 13 (BENCH_REDIS_DB): limit counters never mix with real
+    ones."""
     parts = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
     return urlunsplit((parts.scheme, parts.netloc, f"/{BENCH_REDIS_DB}", "", ""))
 

@@ -2,9 +2,11 @@
 
     .venv/bin/python -m bench autoscale   # BENCH_AUTOSCALE_QUIET_RATE / _SPIKE_RATE / _SEED / _MAX / _LOAD_SECONDS
 
-One throwaway install (SQLite var dir, the embedded filesystem broker) with four deployments of the
+One throwaway install (SQLite var dir, the embedded filesystem broker) with five deployments of the
 same simulated model, made by the fleet's services: a fixed fleet at min size, a fixed fleet at
-max size, and two autoscaled deployments (min → max), one with a warm pool. A real Celery worker
+max size, and three autoscaled deployments (min → max): one plain, one with a warm pool, and one with
+a schedule window over the spike (max size from the step to the end of the hold, opened early by the
+modeled cold start), set just before the replay starts, as an operator would for a stand-up. A real Celery worker
 with embedded beat runs the fleet as in production — reconcile starts simulator engines through
 the simulator runtime backend, the health pass scrapes their metrics, `fleet.autoscale` applies the
 policy (both every second here, every 5 s in production: `bench/_worker_proc.py`) — and one real
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -50,6 +53,7 @@ POLICY = {"queue_per_instance": 2.0, "ttft_p95_slo_ms": SLO_MS, "up_window_secon
           "low_water_per_instance": 1.5, "idle_window_seconds": 15, "cooldown_down_seconds": 15, "max_step": 2}
 PRODUCTION = {"up_window_seconds": 20, "cooldown_up_seconds": 60, "idle_window_seconds": 300,
               "cooldown_down_seconds": 300}
+SCHEDULE_MARGIN_SECONDS = 20.0  # setting the window (a Django child process) must be done before the replay
 TARGET_TTFT_RATIO = 1.25
 TARGET_INSTANCE_SHARE = 0.60
 TARGET_PROMOTION_SECONDS = 5.0
@@ -63,7 +67,20 @@ def scenarios() -> list[dict]:
          "policy": POLICY},
         {"name": "auto-warm", "label": f"autoscaled 1–{MAX}, warm pool 1", "model": "coder-warm", "min": 1,
          "max": MAX, "warm": 1, "policy": POLICY},
+        {"name": "auto-sched", "label": f"autoscaled 1–{MAX} + schedule", "model": "coder-sched", "min": 1,
+         "max": MAX, "policy": {**POLICY, "schedule_lead_seconds": int(LOAD_SECONDS)}},
     ]
+
+
+def schedule_window(spec, start_at: float) -> dict:
+    """The operator's window for the stand-up: max size from the step to the end of the held spike (the fade is
+    left to the reactive rules), in UTC to the second (one weekday: an end past midnight is an overnight window)."""
+    from datetime import datetime, timezone
+
+    opens = datetime.fromtimestamp(start_at + spec.step_at, timezone.utc)
+    closes = datetime.fromtimestamp(start_at + spec.step_at + spec.hold_seconds, timezone.utc)
+    return {"days": opens.strftime("%a").lower(), "start": opens.strftime("%H:%M:%S"),
+            "end": closes.strftime("%H:%M:%S"), "time_zone": "UTC", "min_serving": MAX}
 
 
 @dataclass
@@ -110,12 +127,24 @@ def _run(procs: Processes, env: dict, spec, var_dir: str) -> tuple[list[Result],
                                 "--schedule", os.path.join(var_dir, "beat-schedule"), "-l", "WARNING", env=env)
     gateway_url = _start_gateway(procs, env, key)
     _wait_for_fleet(env, procs.worker)
-    began = time.time()
+    began = _schedule_then_wait(env, spec)
     outcomes = asyncio.run(_replay_all(gateway_url, key, spec))
     ended = time.time()
     rows = _rows(env, "report", str(began), str(ended))
     results = [Result(s, outcomes[s["model"]], rows.get(s["name"], {})) for s in scenarios()]
     return results, began
+
+
+def _schedule_then_wait(env: dict, spec) -> float:
+    """Set the scheduled deployment's window for a replay starting SCHEDULE_MARGIN s from now; wait until then."""
+    # On a whole second: the window's times are written to the second.
+    start_at = float(math.ceil(time.time() + SCHEDULE_MARGIN_SECONDS))
+    _rows(env, "schedule", "auto-sched", json.dumps([schedule_window(spec, start_at)]))
+    late = time.time() - start_at
+    if late > 0:
+        raise RuntimeError(f"setting the schedule took {late:.1f} s past the planned start; raise the margin")
+    time.sleep(max(0.0, start_at - time.time()))
+    return time.time()
 
 
 def _env(var_dir: str) -> dict:
@@ -268,6 +297,9 @@ def _print(spec, results: list[Result], began: float) -> None:
     print(f"time compression: {compressed}; cold start {LOAD_SECONDS:g} s; health and autoscale passes every "
           f"{PASS_SECONDS:g} s (production 5 s); policy {json.dumps(POLICY)}\n")
     print(_surge_settings() + "\n")
+    print(f"auto-sched: one schedule window, {MAX} serving from the step ({spec.step_at:g} s) to the end of the hold "
+          f"({spec.step_at + spec.hold_seconds:g} s), lead {LOAD_SECONDS:g} s (the modeled cold start); the fade and "
+          f"the rest are the reactive rules\n")
     spike = (spec.step_at, spec.spike_ends)
     print("| deployment | requests | failed | TTFT p95 ms | TTFT p95 ms, spike | back under SLO after s | "
           "instance-s | scale events (up/down) | peak instances | decision → promoted warm instance serves s | "
@@ -322,7 +354,7 @@ def _print_targets(results: list[Result]) -> None:
     found = {r.scenario["name"]: r for r in results}
     fixed = found["fixed-max"]
     print()
-    for name in ("auto", "auto-warm"):
+    for name in ("auto", "auto-warm", "auto-sched"):
         auto = found[name]
         ratio = p95(auto.ttfts_ms()) / p95(fixed.ttfts_ms())
         share = auto.rows.get("instance_seconds", 0) / max(fixed.rows.get("instance_seconds", 0), 1e-9)

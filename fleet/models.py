@@ -1,4 +1,5 @@
 """Deployments say what should run; instances record what does run."""
+from django.core.validators import MaxValueValidator
 from django.db import models
 
 from fleet.runtime import backend_choices
@@ -137,6 +138,11 @@ class ScalingPolicy(models.Model):
     max_step = models.PositiveIntegerField(default=2)
     wake_timeout_seconds = models.PositiveIntegerField(
         default=180, help_text="How long the gateway holds a request for a deployment at zero (then 503).")
+    schedule = models.JSONField(default=list, blank=True,
+                                help_text="Windows of the week with a serving floor (fleet/autoscaling/schedule.py).")
+    schedule_lead_seconds = models.PositiveIntegerField(
+        default=300, validators=[MaxValueValidator(6 * 3600)],
+        help_text="How long before a window opens its floor applies (cover a cold start).")
     last_scale_up_at = models.DateTimeField(null=True, blank=True)
     last_scale_down_at = models.DateTimeField(null=True, blank=True)
     wake_requested_at = models.DateTimeField(null=True, blank=True)

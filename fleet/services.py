@@ -132,7 +132,7 @@ def _locked(pk: int) -> Deployment:
 
 SCALING_FIELDS = ("enabled", "queue_per_instance", "kv_cache_usage", "ttft_p95_slo_ms", "up_window_seconds",
                   "low_water_per_instance", "idle_window_seconds", "zero_after_idle_seconds", "cooldown_up_seconds",
-                  "cooldown_down_seconds", "max_step", "wake_timeout_seconds")
+                  "cooldown_down_seconds", "max_step", "wake_timeout_seconds", "schedule", "schedule_lead_seconds")
 AUTOSCALER = Actor.system("autoscaler")
 
 
@@ -145,6 +145,7 @@ def set_scaling_policy(deployment: Deployment, *, actor: Actor, **fields) -> Sca
     for name in SCALING_FIELDS:
         if name in fields and (fields[name] is not None or name == "ttft_p95_slo_ms"):  # None clears the SLO
             setattr(scaling, name, fields[name])
+    scaling.schedule = _checked_schedule(scaling.schedule, deployment)
     scaling.full_clean(exclude=["deployment"])
     scaling.save()
     deployment.serving_replicas = deployment.serving_target if scaling.enabled else deployment.min_replicas
@@ -153,6 +154,23 @@ def set_scaling_policy(deployment: Deployment, *, actor: Actor, **fields) -> Sca
                  before=before, after=scaling_view(scaling))
     _reconcile_on_commit(deployment.pk)
     return scaling
+
+
+def _checked_schedule(raw, deployment: Deployment) -> list[dict]:
+    """The schedule in its stored form, or a ValidationError on `schedule` saying what is wrong."""
+    from django.core.exceptions import ValidationError
+
+    from fleet.autoscaling import schedule
+
+    try:
+        windows = schedule.parse(raw)
+    except ValueError as exc:
+        raise ValidationError({"schedule": str(exc)}) from None
+    for number, window in enumerate(windows, start=1):
+        if window.min_serving > deployment.max_replicas:
+            raise ValidationError({"schedule": f"Window {number}: min_serving {window.min_serving} is above the "
+                                               f"deployment's max_replicas ({deployment.max_replicas})."})
+    return [window.as_dict() for window in windows]
 
 
 @transaction.atomic

@@ -1,6 +1,7 @@
 """Deploying and scaling from the console."""
 from django import forms
 
+from fleet.autoscaling.schedule import MAX_LEAD_SECONDS
 from fleet.models import MAX_REPLICAS, BuiltinRuntime, RoutingPolicyName
 from fleet.runtime import backend_choices
 from models_registry.models import Model, ModelVersion, VersionStatus
@@ -71,3 +72,32 @@ class ScalingForm(forms.Form):
     max_step = forms.IntegerField(label="Largest step (instances)", min_value=1, max_value=MAX_REPLICAS)
     wake_timeout_seconds = forms.IntegerField(label="A request waits for a sleeping deployment (s)", min_value=1,
                                               max_value=3600)
+    schedule = forms.CharField(
+        label="Scheduled windows", required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One window a line: days, start-end, time zone (optional, UTC), serving floor — "
+                  "e.g. “mon-fri 09:00-09:30 Europe/Berlin 4”.")
+    schedule_lead_seconds = forms.IntegerField(label="Start windows early by (s; a cold start)", min_value=0,
+                                               required=False,
+                                               max_value=MAX_LEAD_SECONDS)
+
+    def clean_schedule(self) -> list[dict]:
+        """The lines as the service's windows (it checks them; a line it cannot split is refused here)."""
+        windows = []
+        for number, line in enumerate(self.cleaned_data["schedule"].splitlines(), start=1):
+            if line.strip():
+                windows.append(_window_of(line, number))
+        return windows
+
+
+def _window_of(line: str, number: int) -> dict:
+    parts = line.split()
+    times = parts[1].split("-") if len(parts) in (3, 4) else []
+    if len(times) != 2 or not parts[-1].isdigit():
+        raise forms.ValidationError(f"Line {number}: write “mon-fri 09:00-09:30 Europe/Berlin 4”.")
+    return {"days": parts[0], "start": times[0], "end": times[1],
+            "time_zone": parts[2] if len(parts) == 4 else "UTC", "min_serving": int(parts[-1])}
+
+
+def schedule_lines(windows: list[dict]) -> str:
+    """A stored schedule as the form's lines."""
+    return "\n".join(f"{w['days']} {w['start']}-{w['end']} {w['time_zone']} {w['min_serving']}" for w in windows)

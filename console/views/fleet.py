@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST, require_safe
 from audit.actor import Actor
 from console.access import FLEET, can_manage_fleet, page_or_404, principal_of, tenants_with
 from console.charts import scaling_chart
-from console.forms.fleet import DeployForm, RoutingForm, ScaleForm, ScalingForm
+from console.forms.fleet import DeployForm, RoutingForm, ScaleForm, ScalingForm, schedule_lines
 from console.views.common import form_errors, run_service
 from console.views.object_grants import object_grants_context
 from fleet import services
@@ -131,8 +131,8 @@ def _scaling_context(deployment, can_manage: bool) -> dict:
     samples = list(deployment.demand_samples.filter(at__gte=since).order_by("at"))
     decisions = list(deployment.scaling_decisions.order_by("-decided_at")[:20])
     policy = getattr(deployment, "scaling", None) or ScalingPolicy(deployment=deployment, enabled=False)
-    form = (ScalingForm(initial={name: getattr(policy, name) for name in ScalingForm.base_fields})
-            if can_manage else None)
+    initial = {name: getattr(policy, name) for name in ScalingForm.base_fields}
+    form = ScalingForm(initial={**initial, "schedule": schedule_lines(policy.schedule)}) if can_manage else None
     return {"scaling_policy": policy, "scaling_chart": scaling_chart(samples, decisions[::-1]),
             "scaling_decisions": decisions, "scaling_form": form}
 

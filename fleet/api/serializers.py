@@ -4,6 +4,8 @@ from rest_framework import serializers
 
 from controlplane.api.fields import storable_json
 from controlplane.api.restricted import RestrictedFieldsMixin
+from fleet.autoscaling import schedule
+from fleet.autoscaling.schedule import MAX_LEAD_SECONDS
 from fleet.models import (
     MAX_PARALLEL_PRODUCT,
     MAX_REPLICAS,
@@ -123,14 +125,27 @@ class ScalingPolicySerializer(serializers.ModelSerializer):
     cooldown_down_seconds = serializers.IntegerField(min_value=0, max_value=86_400, required=False)
     max_step = serializers.IntegerField(min_value=1, max_value=MAX_REPLICAS, required=False)
     wake_timeout_seconds = serializers.IntegerField(min_value=1, max_value=3600, required=False)
+    schedule = serializers.JSONField(
+        required=False, help_text='Windows with a serving floor: [{"days": "mon-fri", "start": "09:00", "end": '
+                                  '"09:30", "time_zone": "Europe/Berlin", "min_serving": 4}]; [] for none.')
+    schedule_lead_seconds = serializers.IntegerField(
+        min_value=0, max_value=MAX_LEAD_SECONDS, required=False,
+        help_text="How long before a window opens its floor applies: at least an engine's cold start.")
     updated_at = serializers.DateTimeField(read_only=True, allow_null=True,
                                            help_text="Null until a policy is set (the defaults are shown).")
+
+    def validate_schedule(self, value):
+        try:
+            return [window.as_dict() for window in schedule.parse(value)]
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
     class Meta:
         model = ScalingPolicy
         fields = ["enabled", "queue_per_instance", "kv_cache_usage", "ttft_p95_slo_ms", "up_window_seconds",
                   "low_water_per_instance", "idle_window_seconds", "zero_after_idle_seconds", "cooldown_up_seconds",
-                  "cooldown_down_seconds", "max_step", "wake_timeout_seconds", "last_scale_up_at",
+                  "cooldown_down_seconds", "max_step", "wake_timeout_seconds", "schedule", "schedule_lead_seconds",
+                  "last_scale_up_at",
                   "last_scale_down_at", "updated_at"]
         read_only_fields = ["last_scale_up_at", "last_scale_down_at", "updated_at"]
         extra_kwargs = {"enabled": {"required": False}}

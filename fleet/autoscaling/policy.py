@@ -18,10 +18,15 @@ No database, no clock of its own, no randomness: the autoscale task gathers samp
   the up threshold, and a window must hold throughout, so a signal oscillating around either
   threshold moves nothing);
 - with min 0, the last instance goes only after a longer idle period with no request at all;
-  a deployment at zero wakes on the first request (the gateway asks: `wake`).
+  a deployment at zero wakes on the first request (the gateway asks: `wake`);
+- schedule windows (schedule.py) raise the floor: from `schedule_lead_seconds` before a window opens
+  until it closes the deployment serves at least the window's `min_serving` (within max), at once,
+  whatever the cooldowns; the reactive rules add above it, scale-down and scale-to-zero stop at it.
 """
 import math
 from dataclasses import asdict, dataclass
+
+from fleet.autoscaling.schedule import DEFAULT_LEAD_SECONDS, Window, floor_at
 
 # The TTFT rule acts only on a window of at least this many requests: the p95 of a handful is the slowest one,
 # and one developer's burst of uncached prompts on a quiet deployment is not a reason to add an engine.
@@ -47,6 +52,8 @@ class Rules:
     cooldown_down_seconds: float = 300.0
     max_step: int = 2
     sample_interval_seconds: float = 5.0  # how often samples come: a window is covered within one interval
+    schedule: tuple[Window, ...] = ()
+    schedule_lead_seconds: float = DEFAULT_LEAD_SECONDS
 
 
 @dataclass(frozen=True)
@@ -96,10 +103,25 @@ def decide(rules: Rules, samples: list[Sample], situation: Situation) -> Decisio
         return _move(current, rules.min_replicas, "min", signals, f"below the minimum of {rules.min_replicas}")
     if current > rules.max_replicas:
         return _move(current, rules.max_replicas, "max", signals, f"above the maximum of {rules.max_replicas}")
+    floor, why = scheduled_floor(rules, situation)
+    if current < floor:
+        return _move(current, floor, "schedule", signals, why)
     if current == 0:
         return _wake(rules, samples, situation, signals)
-    return _scale_up(rules, samples, situation, signals) or _scale_down(rules, samples, situation, signals) or \
-        _hold(current, signals, "within its rules")
+    return _scale_up(rules, samples, situation, signals) or \
+        _scale_down(rules, samples, situation, signals, max(rules.min_replicas, floor)) or \
+        _hold(current, signals, f"within its rules; {why}" if floor else "within its rules")
+
+
+def scheduled_floor(rules: Rules, situation: Situation) -> tuple[int, str]:
+    """The serving size a schedule window asks for now (0: none), capped at max, and why."""
+    found = floor_at(rules.schedule, situation.now, rules.schedule_lead_seconds)
+    if found is None:
+        return 0, ""
+    why = found.reason(rules.schedule_lead_seconds, situation.now)
+    if found.min_serving > rules.max_replicas:
+        why += f" (capped at the maximum of {rules.max_replicas})"
+    return min(found.min_serving, rules.max_replicas), why
 
 
 def _wake(rules: Rules, samples: list[Sample], situation: Situation, signals: dict) -> Decision:
@@ -182,9 +204,10 @@ def _wanted_for_load(rules: Rules, window: list[Sample], current: int) -> tuple[
     return max(asks, key=lambda ask: ask[0])
 
 
-def _scale_down(rules: Rules, samples: list[Sample], situation: Situation, signals: dict) -> Decision | None:
+def _scale_down(rules: Rules, samples: list[Sample], situation: Situation, signals: dict,
+                floor: int) -> Decision | None:
     current = situation.serving
-    if situation.busy or current <= rules.min_replicas:
+    if situation.busy or current <= floor:
         return None
     to_zero = current == 1
     seconds = max(rules.idle_window_seconds, rules.zero_after_idle_seconds) if to_zero else rules.idle_window_seconds

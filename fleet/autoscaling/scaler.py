@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from controlplane import demand_signal
 from fleet import leases, reconcile
-from fleet.autoscaling import policy, signals
+from fleet.autoscaling import policy, schedule, signals
 from fleet.models import Deployment, DeploymentStatus, ScalingPolicy
 from fleet.states import InstanceState
 
@@ -30,7 +30,8 @@ def rules_of(scaling: ScalingPolicy) -> policy.Rules:
         ttft_p95_slo_ms=scaling.ttft_p95_slo_ms, up_window_seconds=scaling.up_window_seconds,
         low_water_per_instance=scaling.low_water_per_instance, idle_window_seconds=scaling.idle_window_seconds,
         zero_after_idle_seconds=scaling.zero_after_idle_seconds, cooldown_up_seconds=scaling.cooldown_up_seconds,
-        cooldown_down_seconds=scaling.cooldown_down_seconds, max_step=scaling.max_step)
+        cooldown_down_seconds=scaling.cooldown_down_seconds, max_step=scaling.max_step,
+        schedule=schedule.parse(scaling.schedule), schedule_lead_seconds=scaling.schedule_lead_seconds)
 
 
 def situation_of(scaling: ScalingPolicy, now) -> policy.Situation:

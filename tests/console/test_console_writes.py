@@ -153,6 +153,32 @@ def test_autoscaling_is_set_from_the_deployment_page_and_shown_there(world, logi
     assert 'class="chart-line chart-serving"' in page and "1 scaling decisions marked" in page
 
 
+def test_a_schedule_is_set_as_lines_in_the_policy_form_and_shown_back(world, login):
+    policy = {"enabled": "on", "queue_per_instance": 8, "kv_cache_usage": 0.9, "ttft_p95_slo_ms": "",
+              "up_window_seconds": 20, "low_water_per_instance": 1, "idle_window_seconds": 300,
+              "zero_after_idle_seconds": 900, "cooldown_up_seconds": 60, "cooldown_down_seconds": 300, "max_step": 2,
+              "wake_timeout_seconds": 120, "schedule_lead_seconds": 240,
+              "schedule": "mon-fri 09:00-09:30 Europe/Berlin 1\r\n\r\nsat 22:00-02:00 1"}
+    url = reverse("console:scaling", args=[world.dep_a.pk])
+    alice = login("alice")
+    alice.post(url, policy)
+    world.dep_a.refresh_from_db()
+    assert world.dep_a.scaling.schedule_lead_seconds == 240
+    assert world.dep_a.scaling.schedule == [
+        {"days": "mon-fri", "start": "09:00", "end": "09:30", "time_zone": "Europe/Berlin", "min_serving": 1},
+        {"days": "sat", "start": "22:00", "end": "02:00", "time_zone": "UTC", "min_serving": 1}]
+    page = alice.get(reverse("console:deployment", args=[world.dep_a.pk])).content.decode()
+    assert "mon-fri 09:00-09:30 Europe/Berlin 1\nsat 22:00-02:00 UTC 1</textarea>" in page
+    assert '<label for="id_schedule">' in page  # a labelled field: reachable and named for keyboard and reader
+    for bad, shown in (("mon-fri 09:00 4", "Line 1: write"), ("mon 9-10 1", "Window 1: start must be a time"),
+                       ("mon 09:00-09:30 Mars/Base 1", "unknown time zone"),
+                       ("mon 09:00-09:30 UTC 5", "above the deployment&#x27;s max_replicas")):
+        answer = alice.post(url, {**policy, "schedule": bad}, follow=True).content.decode()
+        assert shown in answer
+        world.dep_a.refresh_from_db()
+        assert len(world.dep_a.scaling.schedule) == 2  # unchanged
+
+
 def test_instances_endpoint_reports_progress(world, login):
     data = login("alice").get(reverse("console:instances-json", args=[world.dep_a.pk])).json()
     instance = data["instances"][0]
