@@ -129,12 +129,8 @@ def burst_report(burst: "Burst", gateway, deployment) -> str:
     return f"answers: {burst.errors}; usage rows: {failed}; gateway: {counted}; {demand_report(deployment)}"
 
 
-# Not yet passing (issue 16 stays open): the session of 2026-12-05 fixed four causes (a retry that could not
-# reach a newly promoted engine → 502; slow /metrics scrapes counted as failed probes; queued streams cut by
-# the idle timeout; stale keep-alive connections), but its two runs with them on a host at load ~30 still
-# failed — the last only on the promoted engine's first-token bound (22 s; that engine got no CPU for 40 s).
-# Run and reported in CI (XFAIL / XPASS), not yet a gate; docs/autoscaling.md says so.
-@pytest.mark.xfail(strict=False, reason="issue 16: not yet seen passing since the rollouts merge")
+# A gate since 2026-12-06: it had failed on a host where vLLM pinned every engine to core 0 (controlplane/
+# cpu_engine_env.py); unpinned it passed in three runs in a row (once with the rest of the suite beside it).
 @pytest.mark.parametrize("celery_worker", [LOADED_HOST], indirect=True, ids=["loaded-host"])
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("celery_worker")
