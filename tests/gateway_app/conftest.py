@@ -108,6 +108,18 @@ def echo(audit_head):
 
 
 @pytest.fixture
+def scripted_engine(audit_head):
+    """A ScriptedEngine (tests/gateway_app/scripted_engine.py) as the only engine of a platform deployment of
+    MODEL: each request's prompt names how it answers."""
+    from tests.gateway_app.scripted_engine import ScriptedEngine
+
+    engine = ScriptedEngine()
+    add_deployment(make_model_version(MODEL), tenant=None, name="scripted", urls=[engine.url])
+    yield engine
+    engine.stop()
+
+
+@pytest.fixture
 def served(gateway, alice, shared_pool):
     """A gateway serving the shared pool, with alice's client ready."""
     server = gateway()

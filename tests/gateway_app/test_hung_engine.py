@@ -9,7 +9,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gateway_app.conftest import MODEL, wait_for
 from tests.gateway_app.helpers import add_deployment, make_model_version, usage_rows
-from tests.gateway_app.scripted_engine import ScriptedEngine
 
 pytestmark = pytest.mark.django_db(transaction=True)
 IDLE = 0.5
@@ -62,19 +61,11 @@ def test_a_whole_answer_that_stalls_after_its_first_byte_gets_a_504_and_frees_th
     assert wait_for(lambda: running(hung_engine) == 0, timeout=10)
 
 
-@pytest.fixture
-def scripted(audit_head):
-    engine = ScriptedEngine()
-    add_deployment(make_model_version(MODEL), tenant=None, name="scripted", urls=[engine.url])
-    yield engine
-    engine.stop()
-
-
-def test_a_whole_answer_cut_mid_body_gets_a_502_not_a_crash(gateway, alice, scripted):
+def test_a_whole_answer_cut_mid_body_gets_a_502_not_a_crash(gateway, alice, scripted_engine):
     server = gateway(idle_timeout=5.0)
     server.wait_until_serving(alice.key.raw, MODEL)
     answer = server.post("/v1/completions", alice.key.raw, {"model": MODEL, "prompt": "cut-200"})
     assert answer.status_code == 502 and answer.json()["error"]["code"] == "upstream_error"
-    assert scripted.requests == {"cut-200": 1}  # after its headers, never retried elsewhere
+    assert scripted_engine.requests == {"cut-200": 1}  # after its headers, never retried elsewhere
     (row,) = wait_for(lambda: usage_rows(model_name=MODEL), timeout=10)
     assert (row.status_code, row.outcome) == (502, "upstream_error")

@@ -5,25 +5,16 @@ two rounds of long answers were cut with a 504 event after the 30-s idle timeout
 import pytest
 
 from tests.gateway_app.conftest import MODEL, wait_for
-from tests.gateway_app.helpers import add_deployment, make_model_version, usage_rows
-from tests.gateway_app.scripted_engine import ScriptedEngine
+from tests.gateway_app.helpers import usage_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def queued_engine(audit_head):
-    engine = ScriptedEngine()
-    add_deployment(make_model_version(MODEL), tenant=None, name="queued", urls=[engine.url])
-    yield engine
-    engine.stop()
 
 
 def stream(server, alice, name: str):
     return server.post("/v1/completions", alice.key.raw, {"model": MODEL, "prompt": name, "stream": True})
 
 
-def test_a_stream_queued_longer_than_the_idle_timeout_gets_its_tokens(gateway, alice, queued_engine):
+def test_a_stream_queued_longer_than_the_idle_timeout_gets_its_tokens(gateway, alice, scripted_engine):
     server = gateway(idle_timeout=1.0, first_byte_timeout=20.0)
     server.wait_until_serving(alice.key.raw, MODEL)
     answer = stream(server, alice, "stream-queued-3s")
@@ -34,7 +25,7 @@ def test_a_stream_queued_longer_than_the_idle_timeout_gets_its_tokens(gateway, a
 
 
 def test_a_stream_whose_first_token_misses_the_first_byte_timeout_ends_with_a_504_event(gateway, alice,
-                                                                                         queued_engine):
+                                                                                         scripted_engine):
     server = gateway(idle_timeout=0.5, first_byte_timeout=1.5)
     server.wait_until_serving(alice.key.raw, MODEL)
     answer = stream(server, alice, "stream-queued-3s")

@@ -33,13 +33,20 @@ def answers(instance) -> int:
     return httpx.post(instance.endpoint_url.rstrip("/") + "/v1/completions", json=body, timeout=10).status_code
 
 
-def test_a_canary_runs_both_versions_from_their_own_flags_then_the_promoted_one_alone():
+def serving_a(replicas: int, b_faults: dict | None = None):
+    """Versions A and B of tiny-coder and a simulator deployment serving A on `replicas` ready engines; B's engines
+    get `b_faults` (the simulator's fault injection) when a rollout starts them."""
     a, b = make_version(), make_version(artifact_uri="fleet-tiny-coder-b")
+    params = {**FAST, "versions": {b.version: b_faults}} if b_faults else FAST
     deployment = fleet_services.create_deployment(
-        tenant=None, name="sim", model_version=a, min_replicas=2, max_replicas=2,
-        runtime_backend=BuiltinRuntime.SIMULATOR, actor=FLEET,
-        simulator_params={**FAST, "versions": {b.version: {"error_rate": 1.0}}})
-    converge(deployment.pk, lambda: ready(deployment, a) == {R.SERVING: 2})
+        tenant=None, name="sim", model_version=a, min_replicas=replicas, max_replicas=replicas,
+        runtime_backend=BuiltinRuntime.SIMULATOR, actor=FLEET, simulator_params=params)
+    converge(deployment.pk, lambda: ready(deployment, a) == {R.SERVING: replicas})
+    return a, b, deployment
+
+
+def test_a_canary_runs_both_versions_from_their_own_flags_then_the_promoted_one_alone():
+    a, b, deployment = serving_a(2, b_faults={"error_rate": 1.0})
     rollout = services.start_rollout(deployment, to_version=b, actor=ADMIN, grace_seconds=3600,
                                      stages=[{"weight": 0.5, "bake_seconds": 900}, {"weight": 1.0, "bake_seconds": 0}])
     converge(deployment.pk, lambda: ready(deployment, b) == {R.WARM: 2})  # up before any traffic moves
@@ -58,11 +65,7 @@ def test_a_canary_runs_both_versions_from_their_own_flags_then_the_promoted_one_
 
 
 def test_a_rollback_keeps_a_serving_throughout_and_stops_b():
-    a, b = make_version(), make_version(artifact_uri="fleet-tiny-coder-b")
-    deployment = fleet_services.create_deployment(
-        tenant=None, name="sim", model_version=a, min_replicas=1, max_replicas=1,
-        runtime_backend=BuiltinRuntime.SIMULATOR, actor=FLEET, simulator_params=FAST)
-    converge(deployment.pk, lambda: ready(deployment, a) == {R.SERVING: 1})
+    a, b, deployment = serving_a(1)
     a_engine = Instance.objects.get(deployment=deployment, model_version=a, state=S.READY)
     rollout = services.start_rollout(deployment, to_version=b, actor=ADMIN)
     converge(deployment.pk, lambda: ready(deployment, b) == {R.WARM: 1})
@@ -77,11 +80,7 @@ def test_a_rollback_keeps_a_serving_throughout_and_stops_b():
 def test_a_serves_less_as_b_takes_traffic_stays_warm_and_a_rollback_within_grace_starts_no_engine():
     """Capacity during a canary: A's serving engines follow its share (2 → 1 → 0 as B goes 10 → 50 → 100 %), the
     rest of its set stays warm, so undoing the promotion later moves roles only — the same engine processes."""
-    a, b = make_version(), make_version(artifact_uri="fleet-tiny-coder-b")
-    deployment = fleet_services.create_deployment(
-        tenant=None, name="sim", model_version=a, min_replicas=2, max_replicas=2,
-        runtime_backend=BuiltinRuntime.SIMULATOR, actor=FLEET, simulator_params=FAST)
-    converge(deployment.pk, lambda: ready(deployment, a) == {R.SERVING: 2})
+    a, b, deployment = serving_a(2)
     rollout = services.start_rollout(deployment, to_version=b, actor=ADMIN, gates={"min_requests": 0},
                                      stages=[{"weight": 0.1, "bake_seconds": 0}, {"weight": 0.5, "bake_seconds": 0},
                                              {"weight": 1.0, "bake_seconds": 900}])
@@ -123,12 +122,7 @@ def hangs_after_first_byte(instance) -> bool:
 
 
 def test_the_hang_fault_reaches_only_the_version_it_is_set_for():
-    a, b = make_version(), make_version(artifact_uri="fleet-tiny-coder-b")
-    deployment = fleet_services.create_deployment(
-        tenant=None, name="sim", model_version=a, min_replicas=1, max_replicas=1,
-        runtime_backend=BuiltinRuntime.SIMULATOR, actor=FLEET,
-        simulator_params={**FAST, "versions": {b.version: {"hang_after_first_byte": 1.0}}})
-    converge(deployment.pk, lambda: ready(deployment, a) == {R.SERVING: 1})
+    a, b, deployment = serving_a(1, b_faults={"hang_after_first_byte": 1.0})
     services.start_rollout(deployment, to_version=b, actor=ADMIN)
     converge(deployment.pk, lambda: ready(deployment, b) == {R.WARM: 1})
     verdicts = {version.version: [hangs_after_first_byte(i) for i in
