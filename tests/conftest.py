@@ -120,6 +120,20 @@ def _restore_serialized_databases(config) -> None:
                 call_command("flush", verbosity=0, interactive=False, database=connection.alias,
                              reset_sequences=False, inhibit_post_migrate=True)
                 connection.creation.deserialize_db_from_string(contents)
+                _sequences_past_the_restored_rows(connection)
+
+
+def _sequences_past_the_restored_rows(connection) -> None:
+    """The copy is loaded with its own ids, and a test marked reset_sequences had set every sequence back to 1:
+    the next insert then took id 1 again (duplicate key), as `loaddata` would without its sequence reset."""
+    from django.apps import apps
+    from django.core.management.color import no_style
+
+    statements = connection.ops.sequence_reset_sql(no_style(), apps.get_models(include_auto_created=True))
+    if statements:
+        with connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
 
 
 def pytest_configure(config):

@@ -5,6 +5,7 @@ Each test plays "the other install" by launching an engine tagged with our names
 instance's id but another install's token, and checks that adoption, the orphan sweep, the stop
 command and the health check all leave it alone.
 """
+import os
 import sys
 
 import pytest
@@ -16,7 +17,7 @@ from fleet.models import BuiltinRuntime, Deployment, Install, Instance
 from fleet.runtime import get_backend, processes
 from fleet.states import InstanceState
 from tests.fleet.conftest import NAMESPACE
-from tests.processes import start_simulator, stop
+from tests.processes import start_simulator, stop, wait_http
 
 S = InstanceState
 pytestmark = pytest.mark.django_db
@@ -31,8 +32,18 @@ def launch_foreign(instance_id: int, *, argv=None) -> dict:
     port = processes.free_port()
     argv = argv or [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port),
                     "--served-model-name", "tiny-coder"]
-    return processes.spawn(argv, owner=other_install(), backend="simulator", instance_id=instance_id, port=port,
-                           env={}, cwd=".")
+    foreign = processes.spawn(argv, owner=other_install(), backend="simulator", instance_id=instance_id, port=port,
+                              env={}, cwd=".")
+    # Serving before the code under test runs, so that "still alive afterwards" says what that code did.
+    wait_http(f"http://127.0.0.1:{port}/health", timeout=30, output=lambda: _how_it_ended(foreign))
+    return foreign
+
+
+def _how_it_ended(foreign: dict) -> str:
+    pid, status = os.waitpid(foreign["pid"], os.WNOHANG)  # our child: reaped here if it has exited
+    ended = "still running" if pid == 0 else (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+                                              else f"exited with {os.WEXITSTATUS(status)}")
+    return f"the other install's simulator {ended}; its log:\n{processes.read_tail(foreign['log'], 40)}"
 
 
 def alive_pids(owner) -> set[int]:
