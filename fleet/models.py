@@ -2,6 +2,7 @@
 from django.core.validators import MaxValueValidator
 from django.db import models
 
+from fleet.autoscaling.schedule import DEFAULT_LEAD_SECONDS, MAX_LEAD_SECONDS
 from fleet.runtime import backend_choices
 from fleet.states import InstanceState
 
@@ -141,7 +142,7 @@ class ScalingPolicy(models.Model):
     schedule = models.JSONField(default=list, blank=True,
                                 help_text="Windows of the week with a serving floor (fleet/autoscaling/schedule.py).")
     schedule_lead_seconds = models.PositiveIntegerField(
-        default=300, validators=[MaxValueValidator(6 * 3600)],
+        default=DEFAULT_LEAD_SECONDS, validators=[MaxValueValidator(MAX_LEAD_SECONDS)],
         help_text="How long before a window opens its floor applies (cover a cold start).")
     last_scale_up_at = models.DateTimeField(null=True, blank=True)
     last_scale_down_at = models.DateTimeField(null=True, blank=True)

@@ -4,7 +4,6 @@ from rest_framework import serializers
 
 from controlplane.api.fields import storable_json
 from controlplane.api.restricted import RestrictedFieldsMixin
-from fleet.autoscaling import schedule
 from fleet.autoscaling.schedule import MAX_LEAD_SECONDS
 from fleet.models import (
     MAX_PARALLEL_PRODUCT,
@@ -127,18 +126,13 @@ class ScalingPolicySerializer(serializers.ModelSerializer):
     wake_timeout_seconds = serializers.IntegerField(min_value=1, max_value=3600, required=False)
     schedule = serializers.JSONField(
         required=False, help_text='Windows with a serving floor: [{"days": "mon-fri", "start": "09:00", "end": '
-                                  '"09:30", "time_zone": "Europe/Berlin", "min_serving": 4}]; [] for none.')
+                                  '"09:30", "time_zone": "Europe/Berlin", "min_serving": 4}]; [] for none. Checked by '
+                                  'fleet.services.set_scaling_policy (400 on this field).')
     schedule_lead_seconds = serializers.IntegerField(
         min_value=0, max_value=MAX_LEAD_SECONDS, required=False,
         help_text="How long before a window opens its floor applies: at least an engine's cold start.")
     updated_at = serializers.DateTimeField(read_only=True, allow_null=True,
                                            help_text="Null until a policy is set (the defaults are shown).")
-
-    def validate_schedule(self, value):
-        try:
-            return [window.as_dict() for window in schedule.parse(value)]
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
 
     class Meta:
         model = ScalingPolicy
