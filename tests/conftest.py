@@ -124,8 +124,9 @@ def _restore_serialized_databases(config) -> None:
 
 
 def _sequences_past_the_restored_rows(connection) -> None:
-    """The copy is loaded with its own ids, and a test marked reset_sequences had set every sequence back to 1:
-    the next insert then took id 1 again (duplicate key), as `loaddata` would without its sequence reset."""
+    """The copy is loaded with its own ids while the sequences stay where they were: after a test that ran
+    `manage.py flush` (which resets them to 1; tests/audit/test_database_guards.py) the next insert took id 1
+    again (duplicate key), as `loaddata` would without its sequence reset."""
     from django.apps import apps
     from django.core.management.color import no_style
 
@@ -188,12 +189,10 @@ def _set_node_id(item, nodeid: str) -> None:
 def _unique_node_ids(items) -> None:
     """schemathesis gives every API operation's test the same node id (only the name carries `[GET /path]`):
     xdist schedules by node id, so it ran one operation of 92 and dropped the rest without a word."""
-    seen: set[str] = set()
     for item in items:
         base = item.nodeid.rsplit("::", 1)[-1]
         if not item.nodeid.endswith(item.name) and item.name.startswith(f"{base}["):
             _set_node_id(item, item.nodeid + item.name[len(base):])
-        seen.add(item.nodeid)
     duplicates = len(items) - len({item.nodeid for item in items})
     assert duplicates == 0, f"{duplicates} tests share a node id: xdist would run only one of each"
 
