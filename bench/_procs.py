@@ -7,6 +7,7 @@ are turned into KeyboardInterrupt inside the block, so `kill <bench pid>` cleans
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -20,7 +21,24 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+# Under pytest-xdist (PYTEST_XDIST_WORKER=gw<N>) each worker takes ports from a range of its own below Linux's
+# ephemeral range (32768-60999): a port one worker found free and closed, to be bound by a child a moment later,
+# was otherwise handed by the kernel to the other worker's next bind(0) ("address already in use" in CI).
+_WORKER_PORTS = 2000
+_WORKER_PORT_BASE = 12000
+
+
 def free_port() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and worker[2:].isdigit():
+        first = _WORKER_PORT_BASE + int(worker[2:]) % 10 * _WORKER_PORTS
+        for port in random.sample(range(first, first + _WORKER_PORTS), 200):
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
