@@ -9,14 +9,15 @@ from django.http import Http404
 from fleet.permissions import can_manage_deployments
 from tenants.access import (
     Principal,
-    effective_role,
+    grant_refusal,
     has_perm,
     holds_anywhere,
     principal_for,
+    rank_refusal,
     tenants_with,
     visible_tenants,
 )
-from tenants.roles import READ_RULES, Perm, Resource, Role, outranks_or_equals
+from tenants.roles import READ_RULES, Perm, Resource
 
 # Operational pages (overview, tenants, keys) list tenants whose members the user may read: every role
 # but auditor, whose console is the audit trail alone. Fleet, models and usage pages read under their own
@@ -102,9 +103,16 @@ def budgets_or_404(request) -> Principal:
 
 def require_rank(request, tenant, role: str) -> None:
     """403 unless the user's role in `tenant` is at or above `role` (granting, managing keys)."""
-    own = effective_role(principal_of(request), tenant)
-    if own is None or not outranks_or_equals(own, role):
-        raise PermissionDenied(f"Your role cannot grant or manage the {Role(role).label.lower()} role.")
+    refusal = rank_refusal(principal_of(request), tenant, role)
+    if refusal:
+        raise PermissionDenied(refusal)
+
+
+def require_may_grant(request, tenant, perm: str, member_role: str | None) -> None:
+    """403 unless the user may grant the tenant permission `perm` to a member with `member_role` (tenants.access)."""
+    refusal = grant_refusal(principal_of(request), tenant, perm, member_role)
+    if refusal:
+        raise PermissionDenied(refusal)
 
 
 def can_manage_fleet(principal: Principal, tenant) -> bool:

@@ -12,7 +12,7 @@ from guardian.core import ObjectPermissionChecker
 from guardian.shortcuts import get_perms
 
 from tenants.models import Membership, Tenant
-from tenants.roles import ROLE_PERMISSIONS, ROLE_RANK, Perm, Role
+from tenants.roles import ROLE_PERMISSIONS, ROLE_RANK, Perm, Role, outranks_or_equals
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
@@ -164,6 +164,24 @@ def _object_grants(user, tenant) -> frozenset[str]:
 
 def has_perm(principal: Principal, tenant, perm: str) -> bool:
     return perm in tenant_permissions(principal, tenant)
+
+
+def rank_refusal(principal: Principal, tenant, role: str) -> str | None:
+    """Why the principal may not hand out or manage `role` in `tenant` (their own role must be at or above it);
+    None when they may."""
+    if not outranks_or_equals(effective_role(principal, tenant), role):
+        return f"Your role cannot grant or manage the {Role(role).label.lower()} role."
+    return None
+
+
+def grant_refusal(principal: Principal, tenant, perm: str, member_role: str | None) -> str | None:
+    """Why the principal may not grant (or revoke) the tenant permission `perm` — in the tenant or on one of its
+    objects, through what it stands for — to a member with `member_role`; None when they may. One can grant only
+    what one holds, and only to a member one outranks or equals (no membership: owners only). The REST API and the
+    console both ask here."""
+    if not has_perm(principal, tenant, perm):
+        return "You cannot grant a permission you do not hold."
+    return rank_refusal(principal, tenant, member_role or Role.OWNER)
 
 
 def prefetch_roles(principal: Principal, tenants: list) -> None:

@@ -1,16 +1,14 @@
 """Inviting, re-roling and removing a tenant's members (MANAGE_MEMBERS, never above one's own role), and the
 invitee's side: their own open invitations, accepted or declined."""
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from audit.actor import Actor
-from console.access import principal_of, require, require_rank, tenant_or_404
+from console.access import require, require_may_grant, require_rank, tenant_or_404
 from console.forms.tenants import GrantForm, MemberAddForm, MemberRoleForm
 from console.views.common import form_errors, run_service
 from tenants import services
-from tenants.access import has_perm
 from tenants.models import Invitation, InvitationStatus, Membership
 from tenants.roles import Perm
 from tenants.selectors import open_invitations_for
@@ -110,7 +108,7 @@ def grant_create(request, slug):
         return redirect("console:tenant", slug=slug)
     membership = get_object_or_404(Membership.objects.select_related("user"), tenant=tenant,
                                    user_id=form.cleaned_data["member"])
-    _check_may_grant(request, tenant, membership, form.cleaned_data["permission"])
+    require_may_grant(request, tenant, form.cleaned_data["permission"], membership.role)
     run_service(request, lambda: services.grant_permission(tenant=tenant, user=membership.user,
                                                            perm=form.cleaned_data["permission"],
                                                            actor=Actor.from_request(request)),
@@ -123,15 +121,8 @@ def grant_create(request, slug):
 def grant_revoke(request, slug, grant_id):
     tenant = _managed(request, slug)
     grant = get_object_or_404(services.tenant_grants(tenant), pk=grant_id)
-    membership = Membership.objects.filter(tenant=tenant, user=grant.user).first()
-    if membership is not None:
-        _check_may_grant(request, tenant, membership, grant.permission.codename)
+    role = Membership.objects.filter(tenant=tenant, user=grant.user).values_list("role", flat=True).first()
+    require_may_grant(request, tenant, grant.permission.codename, role)
     run_service(request, lambda: services.revoke_permission(grant, actor=Actor.from_request(request)),
                 f"Grant of {grant.permission.codename} to {grant.user.get_username()} revoked.")
     return redirect("console:tenant", slug=slug)
-
-
-def _check_may_grant(request, tenant, membership, perm: str) -> None:
-    if not has_perm(principal_of(request), tenant, perm):
-        raise PermissionDenied("You cannot grant a permission you do not hold.")
-    require_rank(request, tenant, membership.role)

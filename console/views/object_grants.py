@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
 from audit.actor import Actor
-from console.access import principal_of, require_rank
+from console.access import principal_of, require_may_grant
 from console.forms.tenants import ObjectGrantForm
 from console.views.common import form_errors, run_service
 from fleet.permissions import readable_deployments
@@ -20,7 +20,7 @@ from tenants import services
 from tenants.access import has_perm
 from tenants.models import Membership
 from tenants.object_grants import DEPLOYMENT, grants_on
-from tenants.roles import READ_RULES, Perm, Resource, Role
+from tenants.roles import READ_RULES, Perm, Resource
 
 
 def object_grants_context(request, deployment) -> dict:
@@ -43,12 +43,6 @@ def _managed_deployment(request, pk):
     return deployment
 
 
-def _check_may_grant(request, tenant, role: str, perm: str) -> None:
-    if not has_perm(principal_of(request), tenant, DEPLOYMENT.stands_for(perm)):
-        raise PermissionDenied("You cannot grant a permission you do not hold.")
-    require_rank(request, tenant, role)
-
-
 @login_required
 @require_POST
 def object_grant_create(request, pk):
@@ -60,7 +54,7 @@ def object_grant_create(request, pk):
     membership = get_object_or_404(Membership.objects.select_related("user"), tenant=deployment.tenant,
                                    user_id=form.cleaned_data["member"])
     perm = form.cleaned_data["permission"]
-    _check_may_grant(request, deployment.tenant, membership.role, perm)
+    require_may_grant(request, deployment.tenant, DEPLOYMENT.stands_for(perm), membership.role)
     run_service(request, lambda: services.grant_object_permission(obj=deployment, user=membership.user, perm=perm,
                                                                   actor=Actor.from_request(request)),
                 f"{membership.user.get_username()} now holds {perm} on {deployment.name}.")
@@ -73,7 +67,7 @@ def object_grant_revoke(request, pk, grant_id):
     deployment = _managed_deployment(request, pk)
     grant = get_object_or_404(grants_on(deployment), pk=grant_id)
     role = Membership.objects.filter(tenant=deployment.tenant, user=grant.user).values_list("role", flat=True).first()
-    _check_may_grant(request, deployment.tenant, role or Role.OWNER, grant.permission.codename)
+    require_may_grant(request, deployment.tenant, DEPLOYMENT.stands_for(grant.permission.codename), role)
     run_service(request, lambda: services.revoke_object_permission(grant, actor=Actor.from_request(request)),
                 f"{grant.permission.codename} of {grant.user.get_username()} on {deployment.name} revoked.")
     return redirect("console:deployment", pk=pk)

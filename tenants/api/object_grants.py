@@ -15,10 +15,10 @@ from audit.actor import Actor
 from controlplane.api.viewsets import READ_ACTIONS, PrincipalMixin
 from fleet.permissions import readable_deployments, reads_fleet_somewhere
 from tenants import services
-from tenants.access import effective_role
+from tenants.access import grant_refusal
 from tenants.models import Membership
 from tenants.object_grants import DEPLOYMENT, grants_on
-from tenants.roles import READ_RULES, Perm, Resource, Role, outranks_or_equals
+from tenants.roles import READ_RULES, Perm, Resource
 
 
 class ObjectGrantSerializer(serializers.Serializer):
@@ -91,13 +91,11 @@ class DeploymentGrantViewSet(PrincipalMixin, viewsets.GenericViewSet, mixins.Lis
         grant = self.get_object()
         role = (Membership.objects.filter(tenant=self.get_deployment().tenant, user=grant.user)
                 .values_list("role", flat=True).first())
-        self._check_may_grant(role or Role.OWNER, grant.permission.codename)  # no membership: owners only
+        self._check_may_grant(role, grant.permission.codename)
         services.revoke_object_permission(grant, actor=Actor.from_request(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    def _check_may_grant(self, member_role: str, perm: str) -> None:
-        tenant = self.get_deployment().tenant
-        self.require(tenant, DEPLOYMENT.stands_for(perm))  # 403: one cannot grant what one lacks
-        own = effective_role(self.principal, tenant)
-        if own is None or not outranks_or_equals(own, member_role):
-            raise PermissionDenied(f"Your role cannot manage a member with the {Role(member_role).label.lower()} role.")
+    def _check_may_grant(self, member_role: str | None, perm: str) -> None:
+        refusal = grant_refusal(self.principal, self.get_deployment().tenant, DEPLOYMENT.stands_for(perm), member_role)
+        if refusal:
+            raise PermissionDenied(refusal)

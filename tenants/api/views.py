@@ -9,10 +9,10 @@ from audit.actor import Actor
 from controlplane.api.schema import BAD_REQUEST, conflict
 from controlplane.api.viewsets import PrincipalMixin, TenantChildViewSet
 from tenants import services
-from tenants.access import effective_role, has_perm, tenant_scope
+from tenants.access import grant_refusal, rank_refusal, tenant_scope
 from tenants.api import serializers as s
 from tenants.models import Invitation, Membership, Tenant, TenantStatus
-from tenants.roles import READ_RULES, Perm, Resource, Role, outranks_or_equals
+from tenants.roles import READ_RULES, Perm, Resource
 
 
 class TenantViewSet(PrincipalMixin, viewsets.GenericViewSet):
@@ -121,9 +121,9 @@ class MembershipViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.Retrie
 
 
 def check_can_grant(view, role: str) -> None:
-    own = effective_role(view.principal, view.get_tenant())
-    if own is None or not outranks_or_equals(own, role):
-        raise PermissionDenied(f"Your role cannot grant or manage the {Role(role).label.lower()} role.")
+    refusal = rank_refusal(view.principal, view.get_tenant(), role)
+    if refusal:
+        raise PermissionDenied(refusal)
 
 
 def invite(view, request) -> Response:
@@ -195,7 +195,7 @@ class GrantViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveMod
 
     def _check_may_grant(self, user, perm: str) -> None:
         tenant = self.get_tenant()
-        if not has_perm(self.principal, tenant, perm):
-            raise PermissionDenied("You cannot grant a permission you do not hold.")
         role = Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True).first()
-        check_can_grant(self, role or Role.OWNER)  # no membership (never the case today): owners only
+        refusal = grant_refusal(self.principal, tenant, perm, role)
+        if refusal:
+            raise PermissionDenied(refusal)
