@@ -6,8 +6,8 @@ One throwaway install (SQLite var dir, the embedded filesystem broker) with five
 same simulated model, made by the fleet's services: a fixed fleet at min size, a fixed fleet at
 max size, and three autoscaled deployments (min → max): one plain, one with a warm pool, and one with
 a schedule window over the spike (max size from the step to the end of the hold, opened early by the
-modeled cold start), set just before the replay starts, as an operator would for a stand-up. A real Celery worker
-with embedded beat runs the fleet as in production — reconcile starts simulator engines through
+modeled cold start and a margin), set just before the replay starts, as an operator would for a stand-up.
+A real Celery worker with embedded beat runs the fleet as in production — reconcile starts simulator engines through
 the simulator runtime backend, the health pass scrapes their metrics, `fleet.autoscale` applies the
 policy (both every second here, every 5 s in production: `bench/_worker_proc.py`) — and one real
 gateway process routes to them. The stand-up spike
@@ -54,6 +54,10 @@ POLICY = {"queue_per_instance": 2.0, "ttft_p95_slo_ms": SLO_MS, "up_window_secon
 PRODUCTION = {"up_window_seconds": 20, "cooldown_up_seconds": 60, "idle_window_seconds": 300,
               "cooldown_down_seconds": 300}
 SCHEDULE_MARGIN_SECONDS = 20.0  # setting the window (a Django child process) must be done before the replay
+# The scheduled deployment's lead: the modeled cold start plus a margin for the engine process's own start and one
+# autoscale pass (docs/autoscaling.md, "Sizing it"); until 2026-12-06 it was the cold start alone, and the new
+# engines were at best just ready at the step.
+SCHEDULE_LEAD_SECONDS = LOAD_SECONDS + 10.0
 TARGET_TTFT_RATIO = 1.25
 TARGET_INSTANCE_SHARE = 0.60
 TARGET_PROMOTION_SECONDS = 5.0
@@ -68,7 +72,7 @@ def scenarios() -> list[dict]:
         {"name": "auto-warm", "label": f"autoscaled 1–{MAX}, warm pool 1", "model": "coder-warm", "min": 1,
          "max": MAX, "warm": 1, "policy": POLICY},
         {"name": "auto-sched", "label": f"autoscaled 1–{MAX} + schedule", "model": "coder-sched", "min": 1,
-         "max": MAX, "policy": {**POLICY, "schedule_lead_seconds": int(LOAD_SECONDS)}},
+         "max": MAX, "policy": {**POLICY, "schedule_lead_seconds": int(SCHEDULE_LEAD_SECONDS)}},
     ]
 
 
@@ -298,7 +302,8 @@ def _print(spec, results: list[Result], began: float) -> None:
           f"{PASS_SECONDS:g} s (production 5 s); policy {json.dumps(POLICY)}\n")
     print(_surge_settings() + "\n")
     print(f"auto-sched: one schedule window, {MAX} serving from the step ({spec.step_at:g} s) to the end of the hold "
-          f"({spec.step_at + spec.hold_seconds:g} s), lead {LOAD_SECONDS:g} s (the modeled cold start); the fade and "
+          f"({spec.step_at + spec.hold_seconds:g} s), lead {SCHEDULE_LEAD_SECONDS:g} s (the modeled cold start and a "
+          f"margin); the fade and "
           f"the rest are the reactive rules\n")
     spike = (spec.step_at, spec.spike_ends)
     print("| deployment | requests | failed | TTFT p95 ms | TTFT p95 ms, spike | back under SLO after s | "
@@ -318,6 +323,7 @@ def _print(spec, results: list[Result], began: float) -> None:
               f"{' / '.join(f'{s:.1f}' for s in promoted) if promoted else '–'}"
               f"{' (promoted after ' + ' / '.join(f'{s:.1f}' for s in routed) + ')' if routed else ''} | "
               f"{' / '.join(f'{s:.1f}' for s in cold) if cold else '–'} |")
+    _print_phases(spec, results)
     for r in results:
         steps = ", ".join(f"{d['at'] - began:.0f} s {d['rule']} {d['from']}→{d['to']}"
                           for d in r.rows.get("decisions", []))
@@ -326,6 +332,27 @@ def _print(spec, results: list[Result], began: float) -> None:
     print()
     _first_decisions(results, spec, began)
     _print_targets(results)
+
+
+def phases(spec) -> list[tuple[str, float, float]]:
+    hold_ends = spec.step_at + spec.hold_seconds
+    return [("quiet before", 0.0, spec.step_at), ("step and hold", spec.step_at, hold_ends),
+            ("fade", hold_ends, spec.spike_ends), ("quiet after", spec.spike_ends, float("inf"))]
+
+
+def _print_phases(spec, results: list[Result]) -> None:
+    """Where each deployment's slow first tokens are: p95 TTFT (and requests, failed) per phase, by send time."""
+    found = phases(spec)
+    print("\n| TTFT p95 ms by phase (requests) | " + " | ".join(
+        f"{name} {begin:g}–{'' if end == float('inf') else f'{end:g}'} s" for name, begin, end in found) + " |")
+    print("|---|" + "---:|" * len(found))
+    for r in results:
+        cells = []
+        for _, begin, end in found:
+            sent = [o for o in r.outcomes if begin <= o.sent_at < end]
+            failed = sum(1 for o in sent if o.ttft is None)
+            cells.append(f"{p95(r.ttfts_ms(begin, end)):,.0f} ({len(sent)}{f', {failed} failed' if failed else ''})")
+        print(f"| {r.scenario['label']} | " + " | ".join(cells) + " |")
 
 
 def _surge_settings() -> str:

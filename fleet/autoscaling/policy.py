@@ -12,11 +12,11 @@ No database, no clock of its own, no randomness: the autoscale task gathers samp
 - waiting requests are the engines' own count, or — when larger — the gateways' count of streamed
   requests sent to the deployment's engines and still without a first token (`Sample.gateway_waiting`:
   the gateways know at once, the engines' metrics arrive with the next health probe);
-- scale down by one after an idle window (load per instance under the low-water mark the whole
-  time), never below min, never while a rollout or drain is in progress, after the down cooldown
-  and not within the down cooldown of a scale-up (hysteresis: the low-water mark sits well under
-  the up threshold, and a window must hold throughout, so a signal oscillating around either
-  threshold moves nothing);
+- scale down by one after an idle window (the window's mean load, spread over one instance fewer,
+  under the low-water mark per instance), never below min, never while a rollout or drain is in
+  progress, after the down cooldown and not within the down cooldown of a scale-up (hysteresis: the
+  low-water mark sits well under the up threshold, an up window must hold throughout, and a step down
+  must land under the mark, so a signal oscillating around either threshold moves nothing);
 - with min 0, the last instance goes only after a longer idle period with no request at all;
   a deployment at zero wakes on the first request (the gateway asks: `wake`);
 - schedule windows (schedule.py) raise the floor: from `schedule_lead_seconds` before a window opens
@@ -219,18 +219,26 @@ def _scale_down(rules: Rules, samples: list[Sample], situation: Situation, signa
             _cooling(situation.last_scale_up_at, since_up, situation):
         return None
     window = _window(samples, situation, seconds, rules.sample_interval_seconds)
-    if not window or any(_load(s) >= rules.low_water_per_instance for s in window):
+    if not window:
         return None
-    if to_zero and any(s.requests or s.waiting or s.running or s.held for s in window):
+    if to_zero:
+        if any(s.requests or s.waiting or s.running or s.held for s in window):
+            return None
+        return _move(current, 0, "scale-to-zero", signals, f"no request for {seconds:g} s")
+    # Idle is judged on the window's mean load, spread over the instances that would remain: a burst of a few
+    # requests now and then (one developer's) does not keep a quiet deployment large, as one look over the mark
+    # would (Kubernetes' HPA and Knative average over their windows too), and the step down lands under the mark.
+    mean = sum(_load(s) for s in window) / len(window)
+    if mean / (current - 1) >= rules.low_water_per_instance:
         return None
-    rule = "scale-to-zero" if to_zero else "idle"
-    return _move(current, current - 1, rule, signals,
-                 f"load under {rules.low_water_per_instance:g} per instance for {seconds:g} s")
+    return _move(current, current - 1, "idle", signals,
+                 f"mean load {mean:.1f} over {seconds:g} s is under {rules.low_water_per_instance:g} per instance "
+                 f"on {current - 1}")
 
 
 def _load(sample: Sample) -> float:
-    """Running + waiting per serving instance (the gateways' in-flight count when it is larger)."""
-    return max(sample.running + sample.waiting, sample.held or 0.0) / max(sample.serving, 1)
+    """Running + waiting on the deployment's engines (the gateways' in-flight count when it is larger)."""
+    return max(sample.running + sample.waiting, sample.held or 0.0)
 
 
 def _window(samples: list[Sample], situation: Situation, seconds: float, interval: float) -> list[Sample]:

@@ -261,3 +261,30 @@ def test_a_gap_in_the_samples_is_not_a_window():
     assert decide(policy, samples, Situation(now=20, serving=1)).action == "hold"
     samples = [Sample(at=t, serving=1, waiting=100) for t in (0, 5, 10, 15, 20)]
     assert decide(policy, samples, Situation(now=20, serving=1)).action == "up"
+
+
+def test_a_quiet_deployment_with_occasional_bursts_comes_down():
+    """One developer's burst of 3 every 15 s puts single looks over the mark; the window's mean does not keep
+    the deployment large (the rule judged every look over the mark until 2026-12-06, and a quiet phase of bursts
+    kept two engines for good)."""
+    policy = Rules(min_replicas=1, max_replicas=5, low_water_per_instance=1.5, idle_window_seconds=60,
+                   cooldown_down_seconds=90)
+    def bursty(t):
+        return (0.0, 3.0) if int(t) % 15 == 0 else (0.0, 0.2)
+
+    decisions = simulate(policy, bursty, seconds=1200, start=4)
+    assert [d.to_serving for _, d in decisions] == [3, 2, 1] and all(d.rule == "idle" for _, d in decisions)
+    assert "on 1" in decisions[-1][1].reason
+
+
+@given(st.integers(2, 8), st.floats(0.0, 20.0))
+@hsettings(max_examples=200, deadline=None)
+def test_a_step_down_lands_under_the_mark(serving, load):
+    """Down by one only when the window's mean load, spread over the instances that remain, is under the mark."""
+    policy = Rules(min_replicas=1, max_replicas=8, low_water_per_instance=1.0, idle_window_seconds=60)
+    samples = [Sample(at=t, serving=serving, running=load) for t in range(0, 65, 5)]
+    decision = decide(policy, samples, Situation(now=60.0, serving=serving))
+    if load / (serving - 1) < 1.0:
+        assert (decision.rule, decision.to_serving) == ("idle", serving - 1)
+    else:
+        assert decision.action == "hold"
