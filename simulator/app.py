@@ -199,14 +199,6 @@ class SimulatorApp:
         return self._generate(scope, receive, send, chat=True)
 
     # ----------------------------------------------------------- generation
-    def _make_request(self, params: protocol.GenerationParams, rid: str, hang: bool) -> Request:
-        """Turn validated params into an engine Request (``hang``: it stalls after its first token)."""
-        seed = params.seed if params.seed is not None else next(self._seeds)
-        eos = 0.0 if params.ignore_eos else self.config.eos_probability
-        return Request(rid, params.prompt_tokens, params.max_tokens, priority=params.priority,
-                       cache_salt=params.cache_salt, seed=seed, eos_probability=eos,
-                       stream=params.stream, hang=hang)
-
     async def _generate(self, scope: dict, receive: Receive, send: Send, chat: bool) -> None:
         """Validate, enqueue, then answer (streaming or not); abort on disconnect."""
         try:
@@ -226,7 +218,7 @@ class SimulatorApp:
         if params.sequences > 1 or params.continuous_usage:
             return await choices.serve(self, scope, receive, send, params, chat, hang)
         rid = ("chatcmpl-" if chat else "cmpl-") + self._next_id()
-        req = self._make_request(params, rid, hang)
+        (req,) = choices.make_requests(self, params, rid, hang, alone=True)  # one sequence: checked above
         engine = self.engine
         engine.add_request(req)
         # Under the gateway's HTTP server the server calls back on a disconnect; there is no

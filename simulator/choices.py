@@ -32,13 +32,16 @@ class _TaggedQueue:
         self.shared.put_nowait((self.index, item))
 
 
-def make_requests(app, params: protocol.GenerationParams, rid: str, hang: bool = False) -> list[Request]:
-    """One engine request per (prompt, choice), in index order; choices draw from different seeds
-    (``hang``: each stalls after its first token, fault injection)."""
+def make_requests(app, params: protocol.GenerationParams, rid: str, hang: bool = False,
+                  alone: bool = False) -> list[Request]:
+    """One engine request per (prompt, choice), in index order, named ``<rid>-<index>``; choices draw from
+    different seeds (``hang``: each stalls after its first token, fault injection). ``alone``: the one
+    sequence of the single-request path (app.py), named ``rid``, with a stream queue of its own if it streams."""
     seed = params.seed if params.seed is not None else next(app._seeds)
     eos = 0.0 if params.ignore_eos else app.config.eos_probability
-    return [Request(f"{rid}-{index}", tokens, params.max_tokens, priority=params.priority,
-                    cache_salt=params.cache_salt, seed=seed + index, eos_probability=eos, hang=hang)
+    stream = alone and params.stream
+    return [Request(rid if alone else f"{rid}-{index}", tokens, params.max_tokens, priority=params.priority,
+                    cache_salt=params.cache_salt, seed=seed + index, eos_probability=eos, stream=stream, hang=hang)
             for index, tokens in enumerate(t for t in params.all_prompts for _ in range(params.n))]
 
 

@@ -21,7 +21,7 @@ MANIFEST_STORAGE = "whitenoise.storage.CompressedManifestStaticFilesStorage"
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
-    """The ASGI app over a freshly collected STATIC_ROOT, with the storage settings.py configures."""
+    """The ASGI app over a freshly collected STATIC_ROOT, with the storage the settings configure."""
     assert settings.STORAGES["staticfiles"]["BACKEND"] != MANIFEST_STORAGE  # the suite's plain names
     root = tmp_path_factory.mktemp("static")
     storages = {**settings.STORAGES, "staticfiles": {"BACKEND": MANIFEST_STORAGE}}
