@@ -70,6 +70,7 @@ lock: $(STAMP)
 	$(PIP_COMPILE) --allow-unsafe -c requirements-dev.lock -o requirements-bench.lock requirements-bench.txt
 	$(PIP_COMPILE) --unsafe-package torchvision --unsafe-package torchaudio --unsafe-package torchcodec \
 	  -o requirements-engine.lock requirements-engine.txt
+	$(PIP_COMPILE) --allow-unsafe -o requirements-scan.lock requirements-scan.txt
 
 # wrk (Debian's package) drives the gateway benchmark; without it bench/gateway.py falls back to
 # a pure-Python load generator (slower: compare only rows measured by the same generator).

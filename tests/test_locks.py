@@ -15,6 +15,7 @@ LOCKS = {
     "requirements-dev.txt": "requirements-dev.lock",
     "requirements-bench.txt": "requirements-bench.lock",
     "requirements-engine.txt": "requirements-engine.lock",
+    "requirements-scan.txt": "requirements-scan.lock",
 }
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)")
 
