@@ -11,7 +11,7 @@ A real Celery worker with embedded beat runs the fleet as in production — reco
 the simulator runtime backend, the health pass scrapes their metrics, `fleet.autoscale` applies the
 policy (both every second here, every 5 s in production: `bench/_worker_proc.py`) — and one real
 gateway process routes to them. The stand-up spike
-(`bench/workload.py`) is replayed open loop to all four deployments at once, so they share the
+(`bench/workload.py`) is replayed open loop to all five deployments at once, so they share the
 machine's load. Engines model prefill, decode and a cold start (`--load-seconds`).
 
 Reported per deployment: TTFT p95 over the run and during the spike (client-measured, first
@@ -38,6 +38,8 @@ from bench._fleet import redis_problem, redis_url
 from bench._procs import REPO_ROOT, Processes, free_port, stderr_tail, wait_http
 
 MAX = int(os.environ.get("BENCH_AUTOSCALE_MAX", "5"))
+MIN = int(os.environ.get("BENCH_AUTOSCALE_MIN", "1"))  # the fixed min fleet's size and the autoscaled minimum
+SCHEDULE_SERVING = int(os.environ.get("BENCH_AUTOSCALE_SCHEDULE_SERVING", str(MAX)))  # the window's min_serving
 LOAD_SECONDS = float(os.environ.get("BENCH_AUTOSCALE_LOAD_SECONDS", "20"))  # modeled cold start (vLLM: minutes)
 SLO_MS = 500.0
 WINDOW_SECONDS = 5.0  # the windows "back under the SLO" is judged on
@@ -65,13 +67,13 @@ TARGET_PROMOTION_SECONDS = 5.0
 
 def scenarios() -> list[dict]:
     return [
-        {"name": "fixed-min", "label": "fixed fleet, min size (1)", "model": "coder-min", "min": 1, "max": 1},
+        {"name": "fixed-min", "label": f"fixed fleet, min size ({MIN})", "model": "coder-min", "min": MIN, "max": MIN},
         {"name": "fixed-max", "label": f"fixed fleet, max size ({MAX})", "model": "coder-max", "min": MAX, "max": MAX},
-        {"name": "auto", "label": f"autoscaled 1–{MAX}", "model": "coder-auto", "min": 1, "max": MAX,
+        {"name": "auto", "label": f"autoscaled {MIN}–{MAX}", "model": "coder-auto", "min": MIN, "max": MAX,
          "policy": POLICY},
-        {"name": "auto-warm", "label": f"autoscaled 1–{MAX}, warm pool 1", "model": "coder-warm", "min": 1,
+        {"name": "auto-warm", "label": f"autoscaled {MIN}–{MAX}, warm pool 1", "model": "coder-warm", "min": MIN,
          "max": MAX, "warm": 1, "policy": POLICY},
-        {"name": "auto-sched", "label": f"autoscaled 1–{MAX} + schedule", "model": "coder-sched", "min": 1,
+        {"name": "auto-sched", "label": f"autoscaled {MIN}–{MAX} + schedule", "model": "coder-sched", "min": MIN,
          "max": MAX, "policy": {**POLICY, "schedule_lead_seconds": int(SCHEDULE_LEAD_SECONDS)}},
     ]
 
@@ -84,7 +86,7 @@ def schedule_window(spec, start_at: float) -> dict:
     opens = datetime.fromtimestamp(start_at + spec.step_at, timezone.utc)
     closes = datetime.fromtimestamp(start_at + spec.step_at + spec.hold_seconds, timezone.utc)
     return {"days": opens.strftime("%a").lower(), "start": opens.strftime("%H:%M:%S"),
-            "end": closes.strftime("%H:%M:%S"), "time_zone": "UTC", "min_serving": MAX}
+            "end": closes.strftime("%H:%M:%S"), "time_zone": "UTC", "min_serving": SCHEDULE_SERVING}
 
 
 @dataclass
@@ -133,6 +135,9 @@ def _run(procs: Processes, env: dict, spec, var_dir: str) -> tuple[list[Result],
     _wait_for_fleet(env, procs.worker)
     began = _schedule_then_wait(env, spec)
     outcomes = asyncio.run(_replay_all(gateway_url, key, spec))
+    if os.environ.get("BENCH_AUTOSCALE_OUTCOMES"):  # every request's (send time, TTFT) for a closer look
+        with open(os.environ["BENCH_AUTOSCALE_OUTCOMES"], "w") as out:
+            json.dump({model: [[o.sent_at, o.ttft] for o in found] for model, found in outcomes.items()}, out)
     ended = time.time()
     rows = _rows(env, "report", str(began), str(ended))
     results = [Result(s, outcomes[s["model"]], rows.get(s["name"], {})) for s in scenarios()]
@@ -301,10 +306,9 @@ def _print(spec, results: list[Result], began: float) -> None:
     print(f"time compression: {compressed}; cold start {LOAD_SECONDS:g} s; health and autoscale passes every "
           f"{PASS_SECONDS:g} s (production 5 s); policy {json.dumps(POLICY)}\n")
     print(_surge_settings() + "\n")
-    print(f"auto-sched: one schedule window, {MAX} serving from the step ({spec.step_at:g} s) to the end of the hold "
-          f"({spec.step_at + spec.hold_seconds:g} s), lead {SCHEDULE_LEAD_SECONDS:g} s (the modeled cold start and a "
-          f"margin); the fade and "
-          f"the rest are the reactive rules\n")
+    print(f"auto-sched: one schedule window, {SCHEDULE_SERVING} serving from the step ({spec.step_at:g} s) to the end "
+          f"of the hold ({spec.step_at + spec.hold_seconds:g} s), lead {SCHEDULE_LEAD_SECONDS:g} s (the modeled cold "
+          f"start and a margin); the fade and the rest are the reactive rules\n")
     spike = (spec.step_at, spec.spike_ends)
     print("| deployment | requests | failed | TTFT p95 ms | TTFT p95 ms, spike | back under SLO after s | "
           "instance-s | scale events (up/down) | peak instances | decision → promoted warm instance serves s | "
