@@ -9,11 +9,12 @@ import dataclasses
 import hashlib
 import hmac
 import time
+from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection, transaction
 from django.db.models import Count, Max, Q
 
 from gateway.config.snapshot import (
@@ -58,7 +59,32 @@ SECTIONS = frozenset({"tenants", "policies", "pools"})
 
 def load_sections(snapshot: Snapshot, sections, version: tuple) -> Snapshot:
     """A new Snapshot: `sections` read afresh, the rest kept from `snapshot` (the change bus reloads only
-    what a change touched)."""
+    what a change touched), every query of them in one consistent read (`_one_read`)."""
+    with _one_read():
+        return _read_sections(snapshot, sections, version)
+
+
+@contextmanager
+def _one_read():
+    """Every query of a load sees the database as of one moment: PostgreSQL's REPEATABLE READ (READ COMMITTED,
+    the default, gives each statement its own moment), a transaction in SQLite. A load reads the rollouts'
+    weights, then the deployments and their engines; a blue-green switch committed between the two (B's
+    engines serving, A's demoted, the weight at B) read half and half left a pool with no engine at all — the
+    deployment's own version, A, had none serving yet, no weight said B — and the gateway answered 503s until
+    the next reload (tests/rollouts/test_snapshot_during_a_switch.py). Inside a transaction someone else opened
+    (a test's), that transaction's view stands."""
+    if connection.in_atomic_block:
+        with transaction.atomic():
+            yield
+        return
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield
+
+
+def _read_sections(snapshot: Snapshot, sections, version: tuple) -> Snapshot:
     fields: dict[str, Any] = {"version": version, "loaded_at": time.monotonic(), "_pools_memo": {}, "_allowed_memo": {}}
     if "tenants" in sections:
         fields["tenants"] = MappingProxyType(_load_tenants())
