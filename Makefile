@@ -54,10 +54,12 @@ lint: $(STAMP)
 
 # The suite on TEST_WORKERS processes (pytest-xdist; 1 = one process): a test file is one unit, the real-vLLM
 # tests one unit started first (tests/conftest.py); most tests wait on processes they start, so two workers
-# on two cores roughly halve the time (docs/operations.md, "The suite on several processes").
+# on two cores roughly halve the time (docs/operations.md, "The suite on several processes"). The 30 slowest
+# tests are listed at the end, so a run that grew says where.
 TEST_WORKERS ?= 2
 test: $(STAMP) lint engine browser helm scan-tools
-	$(PY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder) $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder) \
+	  --durations=30 $(PYTEST_ARGS)
 
 # Re-compile every lock from its input file (pip-tools, from the dev lock) after editing a requirements*.txt;
 # commit the locks with it (tests/test_locks.py checks that they agree). Pins already in a lock are kept:
