@@ -8,7 +8,7 @@ from audit.actor import Actor
 from console.access import require, require_may_grant, require_rank, tenant_or_404
 from console.forms.tenants import GrantForm, MemberAddForm, MemberRoleForm
 from console.views.common import form_errors, run_service
-from tenants import services
+from tenants import access, services
 from tenants.models import Invitation, InvitationStatus, Membership
 from tenants.roles import Perm
 from tenants.selectors import open_invitations_for
@@ -121,8 +121,7 @@ def grant_create(request, slug):
 def grant_revoke(request, slug, grant_id):
     tenant = _managed(request, slug)
     grant = get_object_or_404(services.tenant_grants(tenant), pk=grant_id)
-    role = Membership.objects.filter(tenant=tenant, user=grant.user).values_list("role", flat=True).first()
-    require_may_grant(request, tenant, grant.permission.codename, role)
+    require_may_grant(request, tenant, grant.permission.codename, access.member_role(grant.user, tenant))
     run_service(request, lambda: services.revoke_permission(grant, actor=Actor.from_request(request)),
                 f"Grant of {grant.permission.codename} to {grant.user.get_username()} revoked.")
     return redirect("console:tenant", slug=slug)

@@ -17,7 +17,7 @@ from console.forms.tenants import ObjectGrantForm
 from console.views.common import form_errors, run_service
 from fleet.permissions import readable_deployments
 from tenants import services
-from tenants.access import has_perm
+from tenants.access import has_perm, member_role
 from tenants.models import Membership
 from tenants.object_grants import DEPLOYMENT, grants_on
 from tenants.roles import READ_RULES, Perm, Resource
@@ -66,8 +66,8 @@ def object_grant_create(request, pk):
 def object_grant_revoke(request, pk, grant_id):
     deployment = _managed_deployment(request, pk)
     grant = get_object_or_404(grants_on(deployment), pk=grant_id)
-    role = Membership.objects.filter(tenant=deployment.tenant, user=grant.user).values_list("role", flat=True).first()
-    require_may_grant(request, deployment.tenant, DEPLOYMENT.stands_for(grant.permission.codename), role)
+    require_may_grant(request, deployment.tenant, DEPLOYMENT.stands_for(grant.permission.codename),
+                      member_role(grant.user, deployment.tenant))
     run_service(request, lambda: services.revoke_object_permission(grant, actor=Actor.from_request(request)),
                 f"{grant.permission.codename} of {grant.user.get_username()} on {deployment.name} revoked.")
     return redirect("console:deployment", pk=pk)

@@ -15,7 +15,7 @@ from audit.actor import Actor
 from controlplane.api.viewsets import READ_ACTIONS, PrincipalMixin
 from fleet.permissions import readable_deployments, reads_fleet_somewhere
 from tenants import services
-from tenants.access import grant_refusal
+from tenants.access import grant_refusal, member_role
 from tenants.models import Membership
 from tenants.object_grants import DEPLOYMENT, grants_on
 from tenants.roles import READ_RULES, Perm, Resource
@@ -89,9 +89,7 @@ class DeploymentGrantViewSet(PrincipalMixin, viewsets.GenericViewSet, mixins.Lis
     @extend_schema(responses={204: None})
     def destroy(self, request, deployment_pk=None, pk=None):
         grant = self.get_object()
-        role = (Membership.objects.filter(tenant=self.get_deployment().tenant, user=grant.user)
-                .values_list("role", flat=True).first())
-        self._check_may_grant(role, grant.permission.codename)
+        self._check_may_grant(member_role(grant.user, self.get_deployment().tenant), grant.permission.codename)
         services.revoke_object_permission(grant, actor=Actor.from_request(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 

@@ -9,7 +9,7 @@ from audit.actor import Actor
 from controlplane.api.schema import BAD_REQUEST, conflict
 from controlplane.api.viewsets import PrincipalMixin, TenantChildViewSet
 from tenants import services
-from tenants.access import grant_refusal, rank_refusal, tenant_scope
+from tenants.access import grant_refusal, member_role, rank_refusal, tenant_scope
 from tenants.api import serializers as s
 from tenants.models import Invitation, Membership, Tenant, TenantStatus
 from tenants.roles import READ_RULES, Perm, Resource
@@ -195,7 +195,6 @@ class GrantViewSet(TenantChildViewSet, mixins.ListModelMixin, mixins.RetrieveMod
 
     def _check_may_grant(self, user, perm: str) -> None:
         tenant = self.get_tenant()
-        role = Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True).first()
-        refusal = grant_refusal(self.principal, tenant, perm, role)
+        refusal = grant_refusal(self.principal, tenant, perm, member_role(user, tenant))
         if refusal:
             raise PermissionDenied(refusal)
