@@ -74,8 +74,7 @@ def _one_read():
     the next reload (tests/rollouts/test_snapshot_during_a_switch.py). Inside a transaction someone else opened
     (a test's), that transaction's view stands."""
     if connection.in_atomic_block:
-        with transaction.atomic():
-            yield
+        yield
         return
     with transaction.atomic():
         if connection.vendor == "postgresql":
