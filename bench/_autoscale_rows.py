@@ -99,9 +99,24 @@ def _deployment_report(deployment, since: float, until: float) -> dict:
         promotions.append({"at": event.occurred_at.timestamp(), "instance": instance.pk,
                            "was_ready": bool(instance.ready_at and instance.ready_at <= event.occurred_at),
                            "first_served": _first_token_at(first)})
-    return {"instance_seconds": sum(_alive_seconds(i, since, until) for i in instances),
-            "decisions": decisions, "promotions": promotions,
-            "peak_instances": max((_alive_at(instances, d["at"]) for d in decisions), default=None)}
+    found = {"instance_seconds": sum(_alive_seconds(i, since, until) for i in instances),
+             "decisions": decisions, "promotions": promotions,
+             "peak_instances": max((_alive_at(instances, d["at"]) for d in decisions), default=None)}
+    if os.environ.get("BENCH_AUTOSCALE_OUTCOMES"):  # every request's usage record, for a closer look
+        found["usage"] = _usage_rows(deployment, since, until)
+    return found
+
+
+def _usage_rows(deployment, since: float, until: float) -> list[list]:
+    """[started (epoch s), TTFT ms, instance id, prompt tokens, cached tokens] per request the gateway metered."""
+    from usage.models import UsageEvent
+
+    instances = [i.pk for i in deployment.instances.all()]
+    rows = (UsageEvent.objects.filter(instance_id__in=instances, occurred_at__gte=_dt(since), occurred_at__lte=_dt(until))
+            .order_by("occurred_at").values_list("occurred_at", "latency_ms", "ttft_ms", "instance_id",
+                                                 "prompt_tokens", "cached_tokens"))
+    return [[at.timestamp() - latency / 1000, ttft, instance, prompt, cached]
+            for at, latency, ttft, instance, prompt, cached in rows]
 
 
 def _first_token_at(event) -> float | None:

@@ -135,11 +135,13 @@ def _run(procs: Processes, env: dict, spec, var_dir: str) -> tuple[list[Result],
     _wait_for_fleet(env, procs.worker)
     began = _schedule_then_wait(env, spec)
     outcomes = asyncio.run(_replay_all(gateway_url, key, spec))
-    if os.environ.get("BENCH_AUTOSCALE_OUTCOMES"):  # every request's (send time, TTFT) for a closer look
-        with open(os.environ["BENCH_AUTOSCALE_OUTCOMES"], "w") as out:
-            json.dump({model: [[o.sent_at, o.ttft] for o in found] for model, found in outcomes.items()}, out)
     ended = time.time()
     rows = _rows(env, "report", str(began), str(ended))
+    if os.environ.get("BENCH_AUTOSCALE_OUTCOMES"):  # every request's (send time, TTFT) and usage record
+        with open(os.environ["BENCH_AUTOSCALE_OUTCOMES"], "w") as out:
+            json.dump({"began": began, "sent": {model: [[o.sent_at, o.ttft] for o in found]
+                                                for model, found in outcomes.items()},
+                       "usage": {name: found.pop("usage", []) for name, found in rows.items()}}, out)
     results = [Result(s, outcomes[s["model"]], rows.get(s["name"], {})) for s in scenarios()]
     return results, began
 

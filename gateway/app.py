@@ -43,6 +43,7 @@ from gateway.pipeline.supersede import Superseder
 from gateway.pipeline.wake import Waker
 from gateway.routing.balancer import Balancer
 from gateway.routing.pool_queues import PoolQueues
+from gateway.routing.prefix_warmup import PrefixWarmer
 
 log = logging.getLogger("gateway")
 GC_YOUNG_THRESHOLD = 20_000
@@ -76,6 +77,7 @@ class GatewayState:
     waker: Waker = field(default_factory=Waker)
     demand: DemandSignal = field(default_factory=lambda: DemandSignal(None))  # in flight per deployment
     snapshot: Snapshot = field(default_factory=Snapshot)
+    warmer: PrefixWarmer | None = None  # fills joining engines' prefix caches (gateway.routing.prefix_warmup)
     refresh_now: Callable[[], Awaitable[bool]] | None = None  # the refresher's on-demand refresh
     started_at: float = field(default_factory=time.time)
 
@@ -259,7 +261,10 @@ class GatewayApp:
         # (gateway.clients.pipelined_redis). Its keys are scoped once the install id is known.
         redis = PipelinedRedis.from_url(config.redis_url) if config.redis_url else None
         db = DatabaseThreads()
-        balancer = Balancer(self.metrics, eject_after=config.eject_after_failures)
+        warmer = PrefixWarmer(upstream, per_engine=config.prefix_warmup, timeout=config.prefix_warmup_timeout,
+                              counter=self.metrics.prefix_warmups)
+        balancer = Balancer(self.metrics, eject_after=config.eject_after_failures,
+                            memory=warmer.memory if warmer.enabled else None)
         return GatewayState(
             config=config, metrics=self.metrics,
             keys=KeyCache(lambda key_hash: db.request(load_key, key_hash),
@@ -270,7 +275,7 @@ class GatewayApp:
             upstream=upstream, timeouts=timeouts, redis=redis, db=db,
             queues=PoolQueues(config, self.metrics, balancer, redis=redis),
             dedup=DedupCache(redis, ttl_seconds=config.dedup_ttl_seconds, prefix=None), demand=DemandSignal(redis),
-            supersede=Superseder(redis, config.redis_url, self.metrics))
+            supersede=Superseder(redis, config.redis_url, self.metrics), warmer=warmer)
 
     def _recorder(self, db: DatabaseThreads) -> UsageRecorder:
         config = self.config
@@ -288,6 +293,8 @@ class GatewayApp:
         if self.state is None:
             return
         self.state.queues.close()
+        if self.state.warmer is not None:
+            await self.state.warmer.close()
         await self.state.recorder.flush()
         self.state.recorder.close()
         await self.state.upstream.close()

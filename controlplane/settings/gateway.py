@@ -35,6 +35,10 @@ SWITCHYARD_GATEWAY_QUEUE_MAX_WAIT = env_float("SWITCHYARD_GATEWAY_QUEUE_MAX_WAIT
 SWITCHYARD_GATEWAY_QUEUE_SHARED = env_bool("SWITCHYARD_GATEWAY_QUEUE_SHARED", True)
 SWITCHYARD_GATEWAY_FALLBACK_FIRST_BYTE_MS = env_int("SWITCHYARD_GATEWAY_FALLBACK_FIRST_BYTE_MS", 500, minimum=1)
 SWITCHYARD_GATEWAY_DEDUP_TTL_SECONDS = env_float("SWITCHYARD_GATEWAY_DEDUP_TTL_SECONDS", 60.0)
+# An engine joining a pool gets up to this many recently routed prompt heads whose prefix-affinity home it
+# becomes, to fill its prefix cache before their next requests (docs/routing.md); 0 turns it off.
+SWITCHYARD_GATEWAY_PREFIX_WARMUP = env_int("SWITCHYARD_GATEWAY_PREFIX_WARMUP", 8, minimum=0)
+SWITCHYARD_GATEWAY_PREFIX_WARMUP_TIMEOUT = env_float("SWITCHYARD_GATEWAY_PREFIX_WARMUP_TIMEOUT", 10.0)
 # Request bodies (gateway/server/): the longest pause in one, the least average rate after that
 # pause's worth of grace (bytes/s; 0 = off) and the most time one may take in all (s; 0 = off).
 SWITCHYARD_GATEWAY_BODY_TIMEOUT = env_int("SWITCHYARD_GATEWAY_BODY_TIMEOUT", 30, minimum=1)

@@ -131,7 +131,9 @@ class SnapshotRefresher:
         state = self.state
         if self.before_install is not None:
             self.before_install(snapshot)
-        state.snapshot = snapshot
+        previous, state.snapshot = state.snapshot, snapshot
+        if state.warmer is not None:
+            state.warmer.snapshot_installed(previous, snapshot)
         state.keys.clear()
         live = {u.instance_id for pools in snapshot.pools.values() for p in pools for u in p.upstreams}
         state.balancer.forget_missing(live)

@@ -33,6 +33,8 @@ class GatewayConfig:
     queue_max_wait: float = 30.0
     fallback_first_byte_ms: int = 500  # budget before a request moves to the deployment's fallback model
     dedup_ttl_seconds: float = 60.0  # 0 turns the de-duplication cache off
+    prefix_warmup: int = 8  # heads sent to an engine joining a pool (gateway.routing.prefix_warmup); 0: none
+    prefix_warmup_timeout: float = 10.0  # seconds per warm-up request
     prompt_sample_chars: int = 500  # redacted prompt start kept for the slow-requests page; 0 keeps none
     # The install id that scopes the limits' and the cache's Redis keys (controlplane/redis_keys.py);
     # "" = this database's, read at start. Tests give each gateway its own, so counters start at zero.

@@ -64,6 +64,9 @@ class GatewayMetrics:
                                        ["instance", "kind"], registry=registry)
         self.retries = Counter("switchyard_gateway_retries", "Requests retried on another instance.",
                                ["model"], registry=registry)
+        self.prefix_warmups = Counter("switchyard_gateway_prefix_warmups",
+                                      "Prompt heads sent to engines that joined a pool, by outcome (ok, failed).",
+                                      ["outcome"], registry=registry)
         self.outstanding = Gauge("switchyard_gateway_outstanding_requests", "Requests in flight per engine.",
                                  ["instance"], registry=registry, multiprocess_mode="livesum")
         self.ejections = Counter("switchyard_gateway_ejections", "Engines taken out of rotation.",

@@ -134,7 +134,7 @@ class InferenceHandler:
             raise errors.model_not_allowed(payload["model"])
         affinity = header(scope, b"x-switchyard-affinity")
         hints = RouteHints(payload, record.endpoint, payload["model"],
-                           affinity.decode("latin-1") if affinity else None, tenant.id)
+                           affinity.decode("latin-1") if affinity else None, tenant.id, cache_salt=tenant.cache_salt)
         session = header(scope, SESSION_HEADER)
         hints.session = session.decode("latin-1") if session else None  # affinity and the fair queue's flow
         split = split_pool(pools)
@@ -184,7 +184,8 @@ class InferenceHandler:
         if result.blocked:
             kinds = ", ".join(sorted(result.counts))
             raise errors.bad_request("secret_detected", f"The request contains secrets ({kinds}); it was not sent.")
-        call.payload = result.body
+        # Routing keys on, and the prefix warm-up remembers, what the engine gets (gateway.routing.prefix_warmup).
+        call.payload = call.hints.body = result.body
         chars = self.state.config.prompt_sample_chars
         if chars and result.mode is RedactionMode.OFF:  # the engine gets the prompt as sent; storage never does
             record.redacted_prompt = redact_prefix(prompt_sample(result.body, call.kind, chars + PREFIX_MARGIN), chars)

@@ -31,15 +31,16 @@ class RouteHints:
     tenant_id: int | None = None
     version: tuple[int, int] | None = None  # (deployment, model version) a rollout's weights chose
     session: str | None = None  # x-switchyard-session: session affinity, and the fair queue's flow
+    cache_salt: str | None = None  # the tenant's, for the prefix warm-up of engines it shares (prefix_warmup.py)
 
 
 class Balancer:
     """Live per-engine state shared by all requests of one gateway process."""
 
-    def __init__(self, metrics, *, eject_after: int):
+    def __init__(self, metrics, *, eject_after: int, memory=None):
         self._metrics = metrics
         self._eject_after = eject_after
-        self._chooser = PolicyChooser(metrics.observe_placement, metrics.observe_session)
+        self._chooser = PolicyChooser(metrics.observe_placement, metrics.observe_session, memory)
         self.outstanding: dict[int, int] = {}
         # What each engine itself reported at its last health probe (running + waiting requests),
         # from every gateway's traffic: the change bus's signals channel replaces it whole.

@@ -15,11 +15,12 @@ MAX_CACHED_POOLS = 256
 class PolicyChooser:
     """One policy instance per set of pools (policies keep small per-pool state, like rings)."""
 
-    def __init__(self, observe_placement=None, observe_session=None):
+    def __init__(self, observe_placement=None, observe_session=None, memory=None):
         self._policies: dict[tuple, object] = {}
         self._pins: dict[tuple, SessionPins] = {}  # per pool shape, like the policies
         self._observe_placement = observe_placement
         self._observe_session = observe_session
+        self._memory = memory  # gateway.routing.prefix_warmup.PrefixMemory: the heads of the keys routed
         # Per pools tuple, by identity (a snapshot keeps its tuples, so the same object comes back
         # on every request): (the pools, their engines by endpoint id, the policy). The entry holds
         # the tuple, so its id cannot be reused while it is cached.
@@ -42,12 +43,17 @@ class PolicyChooser:
                 self._by_pools.clear()
             policy, pins = self._policy(pools)
             entry = self._by_pools[id(pools)] = (
-                pools, {str(u.instance_id): u for pool in pools for u in pool.upstreams}, policy, pins)
-        _, upstreams, policy, pins = entry
+                pools, {str(u.instance_id): u for pool in pools for u in pool.upstreams}, policy, pins,
+                tuple(p.deployment_id for p in pools))
+        _, upstreams, policy, pins, shape = entry
         if hints.session is not None:  # session affinity over the pool's policy (policies/session_affinity.py)
             policy = _Pinned(pins, policy)
         request = RouteRequest(str(hints.tenant_id), hints.model, hints.affinity, self._prefix(policy, hints),
                                hints.session)
+        if self._memory is not None and policy.name == PolicyName.PREFIX_AFFINITY:
+            key = request.affinity_key or request.prefix_key
+            if key is not None:
+                self._memory.remember(shape, request.tenant_id, key, KINDS[hints.kind], hints.body, hints.cache_salt)
         version = hints.version
         if version is not None:  # the rollout's pick first; any version if none of its engines can take it
             found = self._pick(policy, upstreams, request, outstanding, ttft, unusable, engine_load, version)

@@ -27,7 +27,8 @@ class HashRing:
         )
         self._hashes = [h for h, _ in points]
         self._ids = [member_id for _, member_id in points]
-        self.size = len({member_id for _, member_id in points})
+        self.members = frozenset(member_id for _, member_id in points)
+        self.size = len(self.members)
 
     def walk(self, key: str) -> Iterator[str]:
         """Distinct member ids clockwise from the key's point: owner first, then spill order."""

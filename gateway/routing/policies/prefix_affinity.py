@@ -14,11 +14,12 @@ import random
 from typing import Callable, Sequence
 
 from gateway.routing.policies.base import Endpoint, PolicyName, RouteRequest, RoutingPolicy, eligible
-from gateway.routing.policies.hash_ring import RingCache
+from gateway.routing.policies.hash_ring import HashRing, RingCache
 from gateway.routing.policies.least_outstanding import least_loaded
 from gateway.routing.policies.window import RecentAssignments
 
 DEFAULT_BALANCE = 1.25
+DEFAULT_VNODES = 160  # virtual nodes per endpoint of weight 1
 DEFAULT_WINDOW = 256  # placements remembered for the share bound
 INFLIGHT_HEADROOM = 1  # an endpoint may always hold one request over its fair in-flight share
 SHARE_HEADROOM = 4  # … and take about one burst over its fair share of recent placements
@@ -38,13 +39,19 @@ def load_bound(fair: float, balance: float, headroom: int = 0) -> int:
     return max(math.ceil(balance * fair - _EPS), math.ceil(fair - _EPS) + headroom)
 
 
+def ring_key(tenant_id: str, key: str) -> str:
+    """Where a tenant's key sits on the ring (gateway.routing.prefix_warmup finds a key's home with it too)."""
+    return f"{tenant_id}\x00{key}"
+
+
 class PrefixAffinity(RoutingPolicy):
     """Same key → same endpoint, unless that endpoint is over one of its load bounds."""
 
     name = PolicyName.PREFIX_AFFINITY
 
-    def __init__(self, balance: float = DEFAULT_BALANCE, vnodes: int = 160, window: int | None = DEFAULT_WINDOW,
-                 rng: random.Random | None = None, observer: Callable[[bool], None] | None = None) -> None:
+    def __init__(self, balance: float = DEFAULT_BALANCE, vnodes: int = DEFAULT_VNODES,
+                 window: int | None = DEFAULT_WINDOW, rng: random.Random | None = None,
+                 observer: Callable[[bool], None] | None = None) -> None:
         if balance < 1:
             raise ValueError(f"balance must be at least 1, got {balance}")
         self._balance = balance
@@ -52,6 +59,7 @@ class PrefixAffinity(RoutingPolicy):
         self._recent = RecentAssignments(window) if window else None
         self._rng = rng or random.Random()
         self._rings = RingCache(vnodes)
+        self._ring: HashRing | None = None  # the ring of the last request: a new one may have new members
         # Told, per keyed request, whether it landed on its key's home endpoint (a hit-ratio metric).
         self._observe = observer or (lambda home: None)
 
@@ -61,6 +69,8 @@ class PrefixAffinity(RoutingPolicy):
         if key is None:
             return self._record(least_loaded(candidates, self._rng))
         ring = self._rings.ring(endpoints)
+        if ring is not self._ring:
+            self._ring_changed(ring)
         if ring.size == 1:  # one engine: it is every key's home (nothing to hash or bound)
             self._observe(True)
             return self._record(candidates[0])
@@ -70,7 +80,7 @@ class PrefixAffinity(RoutingPolicy):
         # Tenants are hashed in: their prefix caches are salted apart anyway, and a common
         # system prompt must not put every tenant on one engine.
         first_within_inflight = None
-        for place, endpoint_id in enumerate(ring.walk(f"{request.tenant_id}\x00{key}")):
+        for place, endpoint_id in enumerate(ring.walk(ring_key(request.tenant_id, key))):
             endpoint = by_id.get(endpoint_id)
             if endpoint is None or not within_inflight(endpoint):
                 continue
@@ -85,6 +95,17 @@ class PrefixAffinity(RoutingPolicy):
         place, endpoint = first_within_inflight or (-1, least_loaded(candidates, self._rng))
         self._observe(place == 0)
         return self._record(endpoint)
+
+    def _ring_changed(self, ring: HashRing) -> None:
+        """An endpoint joined: the window's shares are a record of a pool that no longer exists, so start it afresh.
+
+        Kept, they would hold the new endpoint at zero and the old ones near the whole window, and the share bound
+        would push the old endpoints' keys — the ones they hold cached — onto the new, cold engines for a window's
+        worth of placements (at the first step of a stand-up spike: nearly all of it, docs/benchmarks.md). Afresh,
+        every member starts from the same count and the headroom lets each key's first burst land home."""
+        previous, self._ring = self._ring, ring
+        if self._recent is not None and previous is not None and not ring.members <= previous.members:
+            self._recent.clear()
 
     def _inflight_check(self, candidates: Sequence[Endpoint]) -> Callable[[Endpoint], bool]:
         total, weights = 0, 0.0

@@ -28,6 +28,10 @@ class RecentAssignments:
         self._ids.append(endpoint_id)
         self._counts[endpoint_id] = self._counts.get(endpoint_id, 0) + 1
 
+    def clear(self) -> None:
+        self._ids.clear()
+        self._counts.clear()
+
     def count(self, endpoint_id: str) -> int:
         return self._counts.get(endpoint_id, 0)
 
