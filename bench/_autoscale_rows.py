@@ -112,7 +112,8 @@ def _usage_rows(deployment, since: float, until: float) -> list[list]:
     from usage.models import UsageEvent
 
     instances = [i.pk for i in deployment.instances.all()]
-    rows = (UsageEvent.objects.filter(instance_id__in=instances, occurred_at__gte=_dt(since), occurred_at__lte=_dt(until))
+    rows = (UsageEvent.objects.filter(instance_id__in=instances, occurred_at__gte=_dt(since),
+                                      occurred_at__lte=_dt(until))
             .order_by("occurred_at").values_list("occurred_at", "latency_ms", "ttft_ms", "instance_id",
                                                  "prompt_tokens", "cached_tokens"))
     return [[at.timestamp() - latency / 1000, ttft, instance, prompt, cached]

@@ -337,7 +337,7 @@ def _print(spec, results: list[Result], began: float) -> None:
             print(f"\n{r.scenario['name']} decisions: {steps}")
     print()
     _first_decisions(results, spec, began)
-    _print_targets(results)
+    _print_targets(results, spec)
 
 
 def phases(spec) -> list[tuple[str, float, float]]:
@@ -383,17 +383,19 @@ def _first_decisions(results: list[Result], spec, began: float) -> None:
                   f"({ups[0]['rule']} {ups[0]['from']}→{ups[0]['to']})")
 
 
-def _print_targets(results: list[Result]) -> None:
+def _print_targets(results: list[Result], spec) -> None:
     found = {r.scenario["name"]: r for r in results}
     fixed = found["fixed-max"]
     print()
     for name in ("auto", "auto-warm", "auto-sched"):
         auto = found[name]
         ratio = p95(auto.ttfts_ms()) / p95(fixed.ttfts_ms())
+        spike = p95(auto.ttfts_ms(spec.step_at, spec.spike_ends)) / p95(fixed.ttfts_ms(spec.step_at, spec.spike_ends))
         share = auto.rows.get("instance_seconds", 0) / max(fixed.rows.get("instance_seconds", 0), 1e-9)
         print(f"{name}: TTFT p95 {ratio:.2f}× the fixed max fleet's (target ≤ {TARGET_TTFT_RATIO}: "
-              f"{'met' if ratio <= TARGET_TTFT_RATIO else 'missed'}), instance-seconds {share:.0%} of it "
-              f"(target ≤ {TARGET_INSTANCE_SHARE:.0%}: {'met' if share <= TARGET_INSTANCE_SHARE else 'missed'})")
+              f"{'met' if ratio <= TARGET_TTFT_RATIO else 'missed'}; during the spike {spike:.2f}×), instance-seconds "
+              f"{share:.0%} of it (target ≤ {TARGET_INSTANCE_SHARE:.0%}: "
+              f"{'met' if share <= TARGET_INSTANCE_SHARE else 'missed'})")
     promoted = promotion_seconds(found["auto-warm"])
     if promoted:
         met = max(promoted) < TARGET_PROMOTION_SECONDS
