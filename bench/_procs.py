@@ -24,7 +24,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # Under pytest-xdist (PYTEST_XDIST_WORKER=gw<N>) each worker takes ports from a range of its own below Linux's
 # ephemeral range (32768-60999): a port one worker found free and closed, to be bound by a child a moment later,
 # was otherwise handed by the kernel to the other worker's next bind(0) ("address already in use" in CI).
-_WORKER_PORTS = 2000
+# Ten workers' ranges end at 21999, below the fleet's engine ports (SWITCHYARD_ENGINE_PORTS, 22000-32767).
+_WORKER_PORTS = 1000
 _WORKER_PORT_BASE = 12000
 
 

@@ -73,6 +73,16 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def env_port_range(name: str, default: str) -> tuple[int, int]:
+    """"LOW-HIGH" from NAME (or the default): TCP ports, LOW ≤ HIGH, both 1024–65535."""
+    value = env_str(name, default)
+    found = re.fullmatch(r"\s*(\d{4,5})\s*-\s*(\d{4,5})\s*", value)
+    low, high = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+    if not found or not 1024 <= low <= high <= 65535:
+        raise ImproperSetting(f"{name} must be a port range LOW-HIGH within 1024-65535, got {value!r}")
+    return low, high
+
+
 def env_json_object(name: str, default: dict) -> dict:
     """A JSON object from NAME (its members replace the default's), or the default when unset."""
     raw = env_str(name)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from controlplane.backends_setting import runtime_backends
 from controlplane.cpu_engine_env import cpu_bind_setting
-from controlplane.env import env_float, env_int, env_json_object, env_str
+from controlplane.env import env_float, env_int, env_json_object, env_port_range, env_str
 from controlplane.settings.base import BASE_DIR, VAR_DIR
 
 # Local model artifacts (paths and file: URIs) must live under this directory; relative to the repo.
@@ -57,6 +57,10 @@ SWITCHYARD_HOST_LOCK_FILE = env_str("SWITCHYARD_HOST_LOCK_FILE",
 SWITCHYARD_ENGINE_BASE_MEMORY_MB = env_int("SWITCHYARD_ENGINE_BASE_MEMORY_MB", 2048, minimum=0)
 SWITCHYARD_ENGINE_CPU_KVCACHE_GIB = env_int("SWITCHYARD_ENGINE_CPU_KVCACHE_GIB", 1, minimum=1, maximum=1024)
 SWITCHYARD_ENGINE_CPUS = env_int("SWITCHYARD_ENGINE_CPUS", 1, minimum=0)
+# Where local engines' ports come from (vLLM and simulator alike): below Linux's default ephemeral range
+# (32768-60999), so that no outgoing connection on the host takes an engine's port between its pick and the
+# engine's bind (docs/fleet.md, "Ports").
+SWITCHYARD_ENGINE_PORTS = env_port_range("SWITCHYARD_ENGINE_PORTS", "22000-32767")
 # vLLM's VLLM_CPU_OMP_THREADS_BIND for local engines: "nobind" (the kernel places them; SWITCHYARD_ENGINE_CPUS
 # OpenMP threads each), "auto" (vLLM pins every engine to the same cores), or CPU lists: controlplane/cpu_engine_env.py.
 SWITCHYARD_ENGINE_CPU_BIND = cpu_bind_setting(env_str("SWITCHYARD_ENGINE_CPU_BIND", "nobind"),

@@ -8,6 +8,7 @@ own (and the same instance ids), and is never adopted or signalled.
 """
 import hmac
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -47,16 +48,27 @@ class EngineOwner:
         return {NAMESPACE_VAR: self.namespace, TOKEN_VAR: self.token}
 
 
+PORT_TRIES = 256
+
+
 def free_port(taken: Collection[int] = ()) -> int:
-    """An unused TCP port not in `taken`; a foreign process may still take it before the engine binds
-    (accepted: see sockets.py)."""
-    for _ in range(64):
+    """An unused TCP port of SWITCHYARD_ENGINE_PORTS, not in `taken`.
+
+    The range lies below the kernel's ephemeral range, which `bind(0)` and every outgoing connection draw
+    from: a port picked there could go to any connection on the host before the engine binds it (an engine
+    that then cannot bind exits, and reconcile starts another). A foreign listener may still take a port of
+    the range first (accepted: see sockets.py)."""
+    low, high = settings.SWITCHYARD_ENGINE_PORTS
+    for port in random.sample(range(low, high + 1), min(PORT_TRIES, high - low + 1)):
+        if port in taken:
+            continue
         with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in taken:
-            return port
-    raise OSError("no free TCP port outside the engines' ports")
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise OSError(f"no free TCP port in SWITCHYARD_ENGINE_PORTS ({low}-{high}) outside the engines' ports")
 
 
 def engine_ports() -> set[int]:
