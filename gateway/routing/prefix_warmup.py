@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from gateway.routing.policies.hash_ring import HashRing
-from gateway.routing.policies.keys import LEADING_ROLES
+from gateway.routing.policies.keys import LEADING_ROLES, content_text
 from gateway.routing.policies.prefix_affinity import DEFAULT_VNODES, ring_key
 
 log = logging.getLogger("gateway.routing")
@@ -47,15 +47,18 @@ class Head:
 
 
 def warm_body(body: dict, kind: str, model: str) -> dict | None:
-    """The request that fills the cache with `body`'s leading text (cut to WARM_CHARS); None if it has none."""
+    """The request that fills the cache with `body`'s leading text (cut to WARM_CHARS); None if it has none.
+
+    A chat's leading messages are those prefix affinity keys on (`chat_leading_text`): the system and developer
+    ones and the first other one."""
     if kind == "chat":
         messages, room = [], WARM_CHARS
         for message in body.get("messages") or []:
-            if not isinstance(message, dict) or room <= 0:
+            if room <= 0:
                 break
-            content = message.get("content")
-            text = content if isinstance(content, str) else "".join(
-                p.get("text", "") for p in content if isinstance(p, dict)) if isinstance(content, list) else ""
+            if not isinstance(message, dict):
+                continue
+            text = content_text(message.get("content"))
             messages.append({"role": message.get("role"), "content": text[:room]})
             room -= len(text)
             if message.get("role") not in LEADING_ROLES:

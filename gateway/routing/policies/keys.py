@@ -20,7 +20,7 @@ def _digest(text: str) -> str:
     return digest.hexdigest()
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -37,7 +37,7 @@ def chat_leading_text(messages: list, limit: int | None = None) -> str:
     for message in messages:
         if not isinstance(message, dict):
             continue
-        piece = f"{message.get('role')}\x1f{_content_text(message.get('content'))}\x1e"
+        piece = f"{message.get('role')}\x1f{content_text(message.get('content'))}\x1e"
         pieces.append(piece)
         size += len(piece)
         if message.get("role") not in LEADING_ROLES or (limit is not None and size >= limit):
