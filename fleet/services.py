@@ -59,11 +59,25 @@ def scale_deployment(deployment: Deployment, *, actor: Actor, **sizes) -> Deploy
     if not deployment.autoscaled:
         deployment.serving_replicas = deployment.min_replicas
     validate_spec_sizes(deployment)
+    _check_windows_fit(deployment)
     deployment.save()
     record_event(actor=actor, action="fleet.deployment.scale", tenant=deployment.tenant, target=deployment,
                  before=before, after=deployment_view(deployment))
     _reconcile_on_commit(deployment.pk)
     return deployment
+
+
+def _check_windows_fit(deployment: Deployment) -> None:
+    """A max_replicas under a schedule window's min_serving is refused, as such a window is (`_checked_schedule`):
+    the window would be capped without a word."""
+    from django.core.exceptions import ValidationError
+
+    scaling = getattr(deployment, "scaling", None)
+    for number, window in enumerate(scaling.schedule if scaling is not None else [], start=1):
+        if window["min_serving"] > deployment.max_replicas:
+            raise ValidationError({"max_replicas": f"Window {number} of the scaling schedule asks min_serving "
+                                                   f"{window['min_serving']}, above {deployment.max_replicas}: lower "
+                                                   f"or remove the window first."})
 
 
 def validate_spec_sizes(deployment: Deployment) -> None:

@@ -59,6 +59,20 @@ def test_a_bad_schedule_is_a_400_on_the_schedule_field_and_changes_nothing(deplo
     assert not AuditEvent.objects.filter(action="fleet.deployment.scaling_policy").exists()
 
 
+def test_max_replicas_under_a_windows_min_serving_is_refused_and_changes_nothing(deployment_of_a, owner):
+    """As a window above max_replicas is refused: otherwise the window would be capped without a word."""
+    assert owner.put(url_of(deployment_of_a), {"enabled": True, "schedule": [STANDUP]}, format="json").status_code == 200
+    answer = owner.post(f"/api/v1/deployments/{deployment_of_a.pk}/scale/", {"max_replicas": 2}, format="json")
+    assert answer.status_code == 400 and set(answer.json()) == {"max_replicas"}, answer.json()
+    assert "Window 1 of the scaling schedule asks min_serving 3" in str(answer.json()["max_replicas"])
+    deployment_of_a.refresh_from_db()
+    assert deployment_of_a.max_replicas == 3
+    assert not AuditEvent.objects.filter(action="fleet.deployment.scale").exists()
+    scaled = owner.post(f"/api/v1/deployments/{deployment_of_a.pk}/scale/", {"max_replicas": 3, "min_replicas": 2},
+                        format="json")
+    assert scaled.status_code == 200, scaled.json()
+
+
 def test_a_lead_beyond_six_hours_is_refused(deployment_of_a, owner):
     answer = owner.put(url_of(deployment_of_a), {"schedule_lead_seconds": 6 * 3600 + 1}, format="json")
     assert answer.status_code == 400 and set(answer.json()) == {"schedule_lead_seconds"}
