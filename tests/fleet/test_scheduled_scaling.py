@@ -61,7 +61,8 @@ def test_a_bad_schedule_is_a_400_on_the_schedule_field_and_changes_nothing(deplo
 
 def test_max_replicas_under_a_windows_min_serving_is_refused_and_changes_nothing(deployment_of_a, owner):
     """As a window above max_replicas is refused: otherwise the window would be capped without a word."""
-    assert owner.put(url_of(deployment_of_a), {"enabled": True, "schedule": [STANDUP]}, format="json").status_code == 200
+    saved = owner.put(url_of(deployment_of_a), {"enabled": True, "schedule": [STANDUP]}, format="json")
+    assert saved.status_code == 200, saved.json()
     answer = owner.post(f"/api/v1/deployments/{deployment_of_a.pk}/scale/", {"max_replicas": 2}, format="json")
     assert answer.status_code == 400 and set(answer.json()) == {"max_replicas"}, answer.json()
     assert "Window 1 of the scaling schedule asks min_serving 3" in str(answer.json()["max_replicas"])
