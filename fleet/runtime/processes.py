@@ -71,6 +71,24 @@ def free_port(taken: Collection[int] = ()) -> int:
     raise OSError(f"no free TCP port in SWITCHYARD_ENGINE_PORTS ({low}-{high}) outside the engines' ports")
 
 
+TAGS_VISIBLE_SECONDS = 5.0
+
+
+def _wait_for_tags(pid: int) -> None:
+    """Until the new process's environment shows its tags in /proc (or it is gone), at most a few seconds.
+
+    Popen returns once the child's close-on-exec descriptors are closed, which the kernel does before it
+    lays out the new program's environment: for a moment /proc/<pid>/environ is empty, and a scan then
+    (`engine_ports()` for the next start under the host lock, the orphan sweep, adoption) would not see
+    the engine. Seen in CI: an engine just started was missing from a scan right after its start."""
+    deadline = time.monotonic() + TAGS_VISIBLE_SECONDS
+    while INSTANCE_VAR not in environ_tags(pid):
+        fields = stat_fields(pid)
+        if fields is None or fields[0] == "Z" or time.monotonic() > deadline:  # gone: reconcile sees to it
+            return
+        time.sleep(0.001)
+
+
 def engine_ports() -> set[int]:
     """Ports given to every live engine on the host, of any install — bound or still loading.
 
@@ -95,6 +113,7 @@ def spawn(argv: list[str], *, owner: EngineOwner, backend: str, instance_id: int
         proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env, **tags}, stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     proc.returncode = 0  # we reap it ourselves (reap()); stops Popen.__del__ from warning
+    _wait_for_tags(proc.pid)
     return {"pid": proc.pid, "pgid": proc.pid, "start_time": start_time(proc.pid), "log": str(path), "port": port}
 
 
