@@ -6,6 +6,7 @@ are turned into KeyboardInterrupt inside the block, so `kill <bench pid>` cleans
 """
 from __future__ import annotations
 
+import collections
 import os
 import random
 import signal
@@ -24,9 +25,13 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # Under pytest-xdist (PYTEST_XDIST_WORKER=gw<N>) each worker takes ports from a range of its own below Linux's
 # ephemeral range (32768-60999): a port one worker found free and closed, to be bound by a child a moment later,
 # was otherwise handed by the kernel to the other worker's next bind(0) ("address already in use" in CI).
-# Ten workers' ranges end at 21999, below the fleet's engine ports (SWITCHYARD_ENGINE_PORTS, 22000-32767).
-_WORKER_PORTS = 1000
+# The first five workers' ranges end at 21999, below the fleet's engine ports (SWITCHYARD_ENGINE_PORTS, 22000-32767).
+_WORKER_PORTS = 2000
 _WORKER_PORT_BASE = 12000
+# The ports this process handed out last: a port is bound by its user a moment after the pick, so until then the
+# next pick could find it free again and hand it out twice (bench/_run_stack.py picks the console's, the gateway's
+# and its /metrics port at once: in one CI run `make run`'s gateway found its /metrics port taken).
+_RECENT: collections.deque[int] = collections.deque(maxlen=256)
 
 
 def free_port() -> int:
@@ -34,12 +39,15 @@ def free_port() -> int:
     if worker.startswith("gw") and worker[2:].isdigit():
         first = _WORKER_PORT_BASE + int(worker[2:]) % 10 * _WORKER_PORTS
         for port in random.sample(range(first, first + _WORKER_PORTS), 200):
+            if port in _RECENT:
+                continue
             with socket.socket() as sock:
                 try:
                     sock.bind(("127.0.0.1", port))
                 except OSError:
                     continue
-                return port
+            _RECENT.append(port)
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
