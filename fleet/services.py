@@ -73,11 +73,18 @@ def _check_windows_fit(deployment: Deployment) -> None:
     from django.core.exceptions import ValidationError
 
     scaling = getattr(deployment, "scaling", None)
-    for number, window in enumerate(scaling.schedule if scaling is not None else [], start=1):
-        if window["min_serving"] > deployment.max_replicas:
-            raise ValidationError({"max_replicas": f"Window {number} of the scaling schedule asks min_serving "
-                                                   f"{window['min_serving']}, above {deployment.max_replicas}: lower "
-                                                   f"or remove the window first."})
+    over = _window_above([w["min_serving"] for w in scaling.schedule] if scaling is not None else [],
+                         deployment.max_replicas)
+    if over is not None:
+        number, min_serving = over
+        raise ValidationError({"max_replicas": f"Window {number} of the scaling schedule asks min_serving "
+                                               f"{min_serving}, above {deployment.max_replicas}: lower "
+                                               f"or remove the window first."})
+
+
+def _window_above(min_servings: list[int], max_replicas: int) -> tuple[int, int] | None:
+    """(number from 1, min_serving) of the first schedule window asking more than max_replicas, or None."""
+    return next(((number, asked) for number, asked in enumerate(min_servings, start=1) if asked > max_replicas), None)
 
 
 def validate_spec_sizes(deployment: Deployment) -> None:
@@ -180,10 +187,11 @@ def _checked_schedule(raw, deployment: Deployment) -> list[dict]:
         windows = schedule.parse(raw)
     except ValueError as exc:
         raise ValidationError({"schedule": str(exc)}) from None
-    for number, window in enumerate(windows, start=1):
-        if window.min_serving > deployment.max_replicas:
-            raise ValidationError({"schedule": f"Window {number}: min_serving {window.min_serving} is above the "
-                                               f"deployment's max_replicas ({deployment.max_replicas})."})
+    over = _window_above([window.min_serving for window in windows], deployment.max_replicas)
+    if over is not None:
+        number, min_serving = over
+        raise ValidationError({"schedule": f"Window {number}: min_serving {min_serving} is above the "
+                                           f"deployment's max_replicas ({deployment.max_replicas})."})
     return [window.as_dict() for window in windows]
 
 
