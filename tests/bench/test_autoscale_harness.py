@@ -9,7 +9,7 @@ import pytest
 
 from bench import workload
 from bench._autoscale_rows import report
-from bench.autoscale import Outcome, Result, back_under_slo, promotion_seconds
+from bench.autoscale import TARGET_TTFT_RATIO, Outcome, Result, back_under_slo, over_target, p95, promotion_seconds
 
 SPEC = workload.StandupSpec()
 
@@ -50,6 +50,30 @@ def test_promotion_time_runs_from_the_decision_to_the_first_token_and_keeps_cold
                        {"at": 300.0, "was_ready": True, "first_served": None}]})
     assert promotion_seconds(result) == [pytest.approx(1.5)]
     assert promotion_seconds(result, warm=False) == [pytest.approx(21.0)]
+
+
+@pytest.mark.parametrize("requests", [20, 199, 600, 864])
+def test_the_count_over_the_target_line_decides_the_p95_target_exactly(requests):
+    """The breakdown's allowance is the p95's: one request more over the line and the p95 is over it too."""
+    fixed = Result({"name": "fixed-max"}, [Outcome(n * SPEC.seconds / requests, 0.2) for n in range(requests)])
+    line = TARGET_TTFT_RATIO * 0.2
+    _, allowed = over_target(fixed, fixed, SPEC)
+    for slow in (allowed, allowed + 1):
+        # the slow ones spread over the run, one in three a failure
+        marks = {round(k * requests / max(slow, 1)) % requests for k in range(slow)}
+        result = Result({"name": "x"}, [Outcome(o.sent_at, (None if n % 3 == 0 else 0.5) if n in marks else 0.2)
+                                        for n, o in enumerate(fixed.outcomes)])
+        counts, _ = over_target(result, fixed, SPEC)
+        assert sum(counts) == len(marks) == slow
+        within = p95([1e9 if o.ttft is None else o.ttft * 1000 for o in result.outcomes]) <= line * 1000
+        assert within == (slow <= allowed)
+
+
+def test_the_count_over_the_target_line_is_split_by_phase():
+    fixed = outcomes(lambda t: 0.2)
+    slow_at = {10.0, SPEC.step_at + 1, SPEC.step_at + SPEC.hold_seconds + 1, SPEC.spike_ends + 1, SPEC.seconds - 1}
+    result = outcomes(lambda t: None if t == 10.0 else 0.4 if t in slow_at else 0.2)
+    assert over_target(result, fixed, SPEC)[0] == [1, 1, 1, 2]
 
 
 @pytest.mark.django_db
